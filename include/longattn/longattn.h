@@ -1,0 +1,109 @@
+// longattn: long-context attention prefill (forward) on Hopper GPUs and x86-64 CPUs.
+//
+// One call, `longattn::forward`, expresses every feature. Semantics (all backends):
+//  - Dense layout (batch, seq, heads, dim); ragged layout (total_tokens, heads, dim) with
+//    int32 cumulative offsets `cu_seqlens` of length batch+1; paged K/V
+//    (num_pages, page_size, kv_heads, dim) with an int32 page table (batch, max_pages).
+//    Only the last dimension must be contiguous; all strides are 64-bit element counts.
+//  - GQA/MQA: heads_q % heads_kv == 0; query head h reads kv head h / (heads_q / heads_kv).
+//  - Softcap (if > 0): s = cap * tanh(s / cap), applied to scaled logits before masking.
+//  - Sinks: one float32 logit per query head that joins the softmax denominator only.
+//  - LSE: float32 natural-log logsumexp of the (scaled, capped, masked) logits, sinks
+//    included; dense (batch, heads_q, seq_q), ragged (heads_q, total_q).
+//  - A query row with no visible key produces 0 output and LSE = -inf (never NaN).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "longattn/types.h"
+
+namespace longattn {
+
+/// Everything one attention forward needs. Optional tensors are absent when `data` is null.
+struct Args {
+  /// Queries: dense (batch, seq_q, heads_q, dim_qk) or ragged (total_q, heads_q, dim_qk).
+  Tensor q;
+  /// Keys: dense (batch, seq_k, heads_kv, dim_qk), ragged (total_k, heads_kv, dim_qk) or
+  /// paged (num_pages, page_size, heads_kv, dim_qk).
+  Tensor k;
+  /// Values: same layout as `k` with last dim dim_v.
+  Tensor v;
+  /// Output: q's layout with last dim dim_v; dtype bf16, f16 or f32. Must not overlap inputs.
+  Tensor out;
+  /// Optional float32 LSE: dense (batch, heads_q, seq_q) or ragged (heads_q, total_q).
+  Tensor lse;
+
+  /// Optional int32 (batch+1): ragged queries when present (q is then rank 3).
+  Tensor cu_seqlens_q;
+  /// Optional int32 (batch+1): ragged keys/values when present (k, v are then rank 3).
+  Tensor cu_seqlens_k;
+  /// Optional int32 (batch): keys actually used per sequence (<= that sequence's capacity).
+  Tensor seqused_k;
+  /// Optional int32 (batch, max_pages): paged K/V when present (k, v are then rank 4 pages).
+  Tensor page_table;
+  /// Largest query length over the batch. Required when cu_seqlens_q is device-resident;
+  /// otherwise 0 means "compute it".
+  int64_t max_seqlen_q = 0;
+  /// Largest key length over the batch. Same rule as max_seqlen_q.
+  int64_t max_seqlen_k = 0;
+
+  /// Optional float32 (heads_q): per-head attention-sink logits.
+  Tensor sinks;
+  /// fp8 descales, float32 (batch, heads_kv); required when q/k/v are e4m3.
+  Tensor q_descale, k_descale, v_descale;
+
+  /// Multiplier of q·k. Unset: 1/sqrt(dim_qk). Must be finite and > 0.
+  std::optional<float> softmax_scale;
+  /// Softcap (0: off). Must be >= 0 and finite.
+  float softcap = 0.0f;
+  /// Which keys each query sees.
+  Mask mask{};
+
+  /// Implementation to run.
+  Backend backend = Backend::automatic;
+  /// cudaStream_t for the CUDA backend (nullptr: legacy default stream).
+  void* stream = nullptr;
+  /// CPU backend threads (0: LONGATTN_NUM_THREADS or all hardware threads).
+  int num_threads = 0;
+  /// CUDA backend: check device-resident page-table entries and report an out-of-range
+  /// entry as an error (costs a small extra kernel).
+  bool check_page_table = false;
+};
+
+/// Check `args` without computing anything. Returns the same error `forward` would.
+Status validate(const Args& args);
+
+/// Compute attention. On any error nothing is written and the Status names the argument.
+Status forward(const Args& args);
+
+/// Merge partial attention results computed over disjoint key sets (split-KV, context
+/// parallelism). For each token t and head h with partial LSEs l_s:
+///   lse = log(sum_s exp(l_s)),  out = sum_s exp(l_s - lse) * out_s.
+/// A partial with LSE -inf contributes nothing; if all are -inf, out = 0 and lse = -inf.
+struct CombineArgs {
+  /// float32 or bf16/f16 partial outputs (splits, tokens, heads, dim_v).
+  Tensor out_partial;
+  /// float32 partial LSEs (splits, heads, tokens).
+  Tensor lse_partial;
+  /// Output (tokens, heads, dim_v); bf16, f16 or f32.
+  Tensor out;
+  /// Optional float32 merged LSE (heads, tokens).
+  Tensor lse;
+  /// Implementation to run (automatic: where the tensors live).
+  Backend backend = Backend::automatic;
+  /// cudaStream_t for the CUDA backend.
+  void* stream = nullptr;
+};
+
+/// Merge partial results (see CombineArgs). Nothing is written on error.
+Status combine(const CombineArgs& args);
+
+/// True when this build contains the CUDA backend and a device of compute capability 9.0
+/// is visible.
+bool cuda_available();
+
+/// Library version string.
+const char* version();
+
+}  // namespace longattn
