@@ -1,0 +1,77 @@
+// Public entry points: validate once, then hand the normalized Problem to one backend.
+#include "api/check.h"
+#include "common/problem.h"
+
+namespace longattn {
+namespace {
+
+// Host backends dereference every pointer; refuse device memory before they touch it.
+Status require_host(Backend b, const Device& d) {
+  if (d.kind == DeviceKind::cpu) return Status::Ok();
+  return Status::NotSupported(std::string("backend ") + backend_name(b) +
+                              ": needs host (cpu) tensors, but they are on " +
+                              detail::device_str(d));
+}
+
+Status require_cuda(const Device& d) {
+  if (d.kind == DeviceKind::cuda) return Status::Ok();
+  return Status::NotSupported("backend cuda: needs tensors on a CUDA device, but they are on cpu");
+}
+
+}  // namespace
+
+Status forward(const Args& a) {
+  detail::Problem p;
+  LONGATTN_TRY(detail::build_problem(a, &p));
+  switch (a.backend) {
+    case Backend::reference:
+      LONGATTN_TRY(require_host(a.backend, p.device));
+      return detail::reference_forward(a, p);
+    case Backend::cpu:
+      LONGATTN_TRY(require_host(a.backend, p.device));
+      return detail::cpu_forward(a, p);
+    case Backend::cuda:
+      LONGATTN_TRY(require_cuda(p.device));
+      return detail::cuda_forward(a, p);
+    case Backend::automatic:
+      // Tensors decide: device memory can only be served by the CUDA backend (which says
+      // why not when this build or machine lacks it); host memory goes to the CPU backend.
+      if (p.device.kind == DeviceKind::cuda) return detail::cuda_forward(a, p);
+      return detail::cpu_forward(a, p);
+  }
+  return Status::Invalid("backend: unknown value " + std::to_string(int(a.backend)));
+}
+
+Status combine(const CombineArgs& a) {
+  LONGATTN_TRY(detail::validate_combine(a));
+  const Device d = a.out_partial.device;
+  switch (a.backend) {
+    case Backend::reference:
+    case Backend::cpu:
+      // The float64 combine is already memory-bound and cheap; it serves the CPU as well.
+      LONGATTN_TRY(require_host(a.backend, d));
+      return detail::reference_combine(a);
+    case Backend::cuda:
+      LONGATTN_TRY(require_cuda(d));
+      return detail::cuda_combine(a);
+    case Backend::automatic:
+      if (d.kind == DeviceKind::cuda) return detail::cuda_combine(a);
+      return detail::reference_combine(a);
+  }
+  return Status::Invalid("backend: unknown value " + std::to_string(int(a.backend)));
+}
+
+#ifndef LONGATTN_WITH_CUDA
+// This build has no CUDA backend: the entry points exist so dispatch links, and say why.
+bool cuda_available() { return false; }
+namespace detail {
+Status cuda_forward(const Args&, const Problem&) {
+  return Status::NotSupported("not supported: this build has no CUDA backend");
+}
+Status cuda_combine(const CombineArgs&) {
+  return Status::NotSupported("not supported: this build has no CUDA backend");
+}
+}  // namespace detail
+#endif
+
+}  // namespace longattn

@@ -1,0 +1,86 @@
+// Host-side address arithmetic for every layout (dense, ragged, paged). All 64-bit.
+// Only valid when the metadata tensors are host-resident (Problem::meta_on_host).
+#include "common/problem.h"
+
+namespace longattn::detail {
+namespace {
+
+int64_t read_i32(const Tensor& t, int64_t i) {
+  return static_cast<const int32_t*>(t.data)[i * t.stride[0]];
+}
+
+}  // namespace
+
+SeqInfo seq_info(const Args& a, const Problem& p, int64_t b) {
+  SeqInfo s;
+  if (p.q_ragged) {
+    s.q_start = read_i32(a.cu_seqlens_q, b);
+    s.q_len = read_i32(a.cu_seqlens_q, b + 1) - s.q_start;
+  } else {
+    s.q_len = a.q.shape[1];
+  }
+  switch (p.kv) {
+    case KvLayout::dense: s.k_len = a.k.shape[1]; break;
+    case KvLayout::ragged:
+      s.k_start = read_i32(a.cu_seqlens_k, b);
+      s.k_len = read_i32(a.cu_seqlens_k, b + 1) - s.k_start;
+      break;
+    case KvLayout::paged: s.k_len = p.max_pages * p.page_size; break;
+  }
+  if (p.has_seqused_k) s.k_len = read_i32(a.seqused_k, b);
+  return s;
+}
+
+int64_t q_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s, int64_t i,
+                 int64_t h) {
+  const int64_t* st = a.q.stride;
+  if (p.q_ragged) return (s.q_start + i) * st[0] + h * st[1];
+  return b * st[0] + i * st[1] + h * st[2];
+}
+
+int64_t out_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s, int64_t i,
+                   int64_t h) {
+  const int64_t* st = a.out.stride;
+  if (p.q_ragged) return (s.q_start + i) * st[0] + h * st[1];
+  return b * st[0] + i * st[1] + h * st[2];
+}
+
+static int64_t kv_offset(const Tensor& t, const Args& a, const Problem& p, int64_t b,
+                         const SeqInfo& s, int64_t j, int64_t hk) {
+  const int64_t* st = t.stride;
+  switch (p.kv) {
+    case KvLayout::dense: return b * st[0] + j * st[1] + hk * st[2];
+    case KvLayout::ragged: return (s.k_start + j) * st[0] + hk * st[1];
+    case KvLayout::paged: {
+      const Tensor& pt = a.page_table;
+      int64_t page = static_cast<const int32_t*>(
+          pt.data)[b * pt.stride[0] + (j / p.page_size) * pt.stride[1]];
+      return page * st[0] + (j % p.page_size) * st[1] + hk * st[2];
+    }
+  }
+  return 0;
+}
+
+int64_t k_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s, int64_t j,
+                 int64_t hk) {
+  return kv_offset(a.k, a, p, b, s, j, hk);
+}
+
+int64_t v_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s, int64_t j,
+                 int64_t hk) {
+  return kv_offset(a.v, a, p, b, s, j, hk);
+}
+
+int64_t lse_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s, int64_t i,
+                   int64_t h) {
+  const int64_t* st = a.lse.stride;
+  if (p.q_ragged) return h * st[0] + (s.q_start + i) * st[1];
+  return b * st[0] + h * st[1] + i * st[2];
+}
+
+float descale(const Tensor& t, int64_t b, int64_t hk) {
+  if (!t.present()) return 1.0f;
+  return static_cast<const float*>(t.data)[b * t.stride[0] + hk * t.stride[1]];
+}
+
+}  // namespace longattn::detail
