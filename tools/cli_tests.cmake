@@ -1,0 +1,57 @@
+# ctest cases that run the `longattn` binary (fast: small shapes, seconds in total).
+# Each case runs tools/cli_test.cmake, which checks the exit code and the output text.
+set(_cli $<TARGET_FILE:longattn_cli>)
+set(_driver ${CMAKE_CURRENT_SOURCE_DIR}/cli_test.cmake)
+set(_work ${CMAKE_CURRENT_BINARY_DIR}/cli_test_work)
+
+# cli_case(NAME EXIT CODE EXPECT REGEX ARGS ...): run `longattn ARGS`, require exit CODE and
+# REGEX in stdout+stderr.
+function(cli_case name code regex)
+  string(REPLACE ";" "\\;" _args "${ARGN}")
+  add_test(NAME cli.${name}
+           COMMAND ${CMAKE_COMMAND} -DCLI=${_cli} -DEXPECT_CODE=${code} "-DEXPECT_REGEX=${regex}"
+                   "-DARGS=${_args}" -P ${_driver})
+endfunction()
+
+set(_small --seq 77 --heads-q 4 --heads-kv 2 --dim 64 --repeat 1 --warmup 0 --check-rows 48)
+
+# A small run on each host backend passes its own reference check.
+cli_case(run_cpu 0 "check: .* PASS" run ${_small} --backend cpu)
+cli_case(run_reference 0 "check: .* PASS" run ${_small} --backend reference)
+# Every feature, through the CPU backend, checked against the reference.
+cli_case(feat_gqa_noncausal 0 "PASS" run ${_small} --backend cpu --no-causal --heads-q 6 --heads-kv 1)
+cli_case(feat_cross_seq 0 "PASS" run ${_small} --backend cpu --seq-q 33 --seq-k 90)
+cli_case(feat_top_left 0 "PASS" run ${_small} --backend cpu --seq-q 90 --seq-k 33 --top-left --lse)
+cli_case(feat_window 0 "PASS" run ${_small} --backend cpu --window 13,5 --no-causal)
+cli_case(feat_chunk 0 "PASS" run ${_small} --backend cpu --chunk 16)
+cli_case(feat_softcap_scale 0 "PASS" run ${_small} --backend cpu --softcap 5 --scale 0.3)
+cli_case(feat_sinks_lse 0 "PASS" run ${_small} --backend cpu --sinks --lse)
+cli_case(feat_ragged 0 "PASS" run ${_small} --backend cpu --ragged 5,0,40:60,17:3 --lse)
+cli_case(feat_paged 0 "PASS" run ${_small} --backend cpu --page-size 16 --batch 3)
+cli_case(feat_paged_ragged 0 "PASS" run ${_small} --backend cpu --page-size 8 --ragged 9:30,21:21)
+cli_case(feat_dim_v 0 "PASS" run ${_small} --backend cpu --dim-v 32)
+cli_case(feat_f16_f32out 0 "f16->f32.*PASS" run ${_small} --backend cpu --dtype f16 --out-dtype f32)
+cli_case(feat_f32 0 "PASS" run ${_small} --backend cpu --dtype f32)
+cli_case(feat_e4m3 0 "e4m3->bf16.*PASS" run ${_small} --backend cpu --dtype e4m3)
+# The check can fail: a damaged output must be caught (exit 1).
+cli_case(check_catches_error 1 "FAIL" run ${_small} --backend cpu --corrupt value)
+cli_case(check_catches_nan 1 "1 output elements are NaN" run ${_small} --backend cpu --corrupt nan)
+cli_case(bench_small 0 "TFLOP/s" bench --seqs 64,96 --heads-q 2 --heads-kv 1 --dim 32 --repeat 1 --backends cpu,reference --check)
+
+# Bad command lines: one line on stderr, exit 2.
+cli_case(bad_unknown_option 2 "^longattn: unknown option --foo\n$" run --foo)
+cli_case(bad_heads 2 "^longattn: --heads-kv: 6 does not divide 32 query heads\n$" run --heads-kv 6)
+cli_case(bad_number 2 "^longattn: --seq: expected an integer, got 'abc'\n$" run --seq abc)
+cli_case(bad_dtype 2 "--dtype: unknown dtype 'f64'" run --dtype f64)
+cli_case(bad_missing_value 2 "--batch: missing value" run --batch)
+cli_case(bad_command 2 "unknown command 'walk'" walk)
+cli_case(bad_file 2 "--q: .*cannot open" run --q /nonexistent/q.npy --k x --v y)
+# Rejected by longattn::validate: its message, exit 2.
+cli_case(bad_validate_dim 2 "^longattn: [^\n]*dim[^\n]*\n$" run --seq 8 --heads-q 2 --heads-kv 1 --dim 1000 --backend cpu)
+cli_case(bad_validate_window_chunk 2 "^longattn: [^\n]*\n$" run --seq 8 --heads-q 2 --heads-kv 1 --dim 32 --window 2,2 --chunk 4 --backend cpu)
+cli_case(help 0 "usage: longattn run" --help)
+
+# .npy round trip: dump random inputs, rerun on the files, outputs must be byte-identical.
+add_test(NAME cli.npy_round_trip
+         COMMAND ${CMAKE_COMMAND} -DCLI=${_cli} -DWORK=${_work} -P
+                 ${CMAKE_CURRENT_SOURCE_DIR}/cli_round_trip.cmake)

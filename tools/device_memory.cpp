@@ -1,0 +1,69 @@
+#include "device_memory.h"
+
+#include <stdexcept>
+
+#if defined(LONGATTN_TOOLS_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace longattn::tools {
+
+#if defined(LONGATTN_TOOLS_CUDA)
+namespace {
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+}  // namespace
+
+bool device_runtime_built() { return true; }
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  // cudaMalloc(0) may return nullptr; keep a real pointer so the tensor counts as present.
+  check(cudaMalloc(&ptr_, bytes ? bytes : 16), "cudaMalloc");
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = nullptr;
+  }
+  return *this;
+}
+void DeviceBuffer::upload(const void* host, size_t bytes) {
+  check(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+}
+void DeviceBuffer::download(void* host, size_t bytes) const {
+  check(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+}
+void device_synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+std::string device_name() {
+  int dev = 0;
+  cudaDeviceProp p{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) return "";
+  return p.name;
+}
+#else
+namespace {
+[[noreturn]] void no_cuda() { throw std::runtime_error("this longattn binary was built without CUDA"); }
+}  // namespace
+
+bool device_runtime_built() { return false; }
+DeviceBuffer::DeviceBuffer(size_t) { no_cuda(); }
+DeviceBuffer::~DeviceBuffer() = default;
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  ptr_ = o.ptr_;
+  bytes_ = o.bytes_;
+  o.ptr_ = nullptr;
+  return *this;
+}
+void DeviceBuffer::upload(const void*, size_t) { no_cuda(); }
+void DeviceBuffer::download(void*, size_t) const { no_cuda(); }
+void device_synchronize() {}
+std::string device_name() { return ""; }
+#endif
+
+}  // namespace longattn::tools

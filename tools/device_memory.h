@@ -1,0 +1,37 @@
+// CUDA device memory for the CLI, compiled to stubs that fail cleanly in CPU-only builds.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace longattn::tools {
+
+/// True when this binary was built with the CUDA runtime.
+bool device_runtime_built();
+
+/// One cudaMalloc'd allocation, freed on destruction. Throws std::runtime_error on failure.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  void upload(const void* host, size_t bytes);
+  void download(void* host, size_t bytes) const;
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+/// Waits for all work on the current device. Throws on a CUDA error.
+void device_synchronize();
+/// Name of the current CUDA device ("" without CUDA).
+std::string device_name();
+
+}  // namespace longattn::tools

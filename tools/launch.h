@@ -1,0 +1,57 @@
+// Turns logical inputs into a longattn::Args call: storage layout (dense, ragged, paged),
+// metadata tensors, poisoned outputs, and device copies for the CUDA backend.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "cli_options.h"
+#include "device_memory.h"
+#include "host_array.h"
+#include "inputs.h"
+
+namespace longattn::tools {
+
+/// auto -> cuda when longattn::cuda_available(), else cpu.
+Backend resolve_backend(Backend b);
+
+class Launch {
+ public:
+  /// Builds host storage and `args` (host views). Never fails: bad combinations are reported
+  /// by validate().
+  Launch(const RunOptions& o, const Inputs& in, Backend backend);
+  Launch(const Launch&) = delete;  // slots point into this object
+  Launch& operator=(const Launch&) = delete;
+
+  /// longattn::validate on the call as it will run.
+  Status validate() const { return longattn::validate(args_); }
+  /// Copies every tensor to the device when the backend is cuda (outputs poisoned there too).
+  void prepare();
+  /// One forward, waited for (so wall time is the kernel's time). Returns its Status.
+  Status run();
+  /// Brings outputs back to the host arrays below.
+  void fetch();
+
+  const Args& args() const { return args_; }
+  Backend backend() const { return backend_; }
+  HostArray out;  // q's layout with dim_v, out dtype; NaN until written
+  HostArray lse;  // float32 dense (batch, heads_q, seq_q) / ragged (heads_q, total_q), or empty
+
+ private:
+  struct Slot {
+    Tensor* tensor;
+    const HostArray* host;
+    DeviceBuffer dev;
+  };
+  void add(Tensor* t, const HostArray* h);
+  Tensor view(const HostArray& h) const;
+
+  Backend backend_;
+  Args args_;
+  HostArray k_pages_, v_pages_, cu_q_, cu_k_, seqused_k_, page_table_, sinks_;
+  HostArray q_desc_, k_desc_, v_desc_;
+  std::vector<Slot> slots_;
+  bool on_device_ = false;
+};
+
+}  // namespace longattn::tools
