@@ -1,0 +1,28 @@
+# Fails the build when a forward kernel lost its tensor-core path (no HGMMA) or touches local
+# memory (LDL/STL: a register array indexed at run time, or spills).
+execute_process(COMMAND ${CUOBJDUMP} -sass ${LIB} OUTPUT_VARIABLE sass RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cuobjdump failed on ${LIB}")
+endif()
+string(REGEX MATCHALL "Function : [^\n]*fwd_kernel[^\n]*" kernels "${sass}")
+list(LENGTH kernels nk)
+if(nk EQUAL 0)
+  message(FATAL_ERROR "check_sass: no fwd_kernel found in ${LIB}")
+endif()
+# Split per function and check each forward kernel (SASS lines end in ';', a CMake list
+# separator: drop them first).
+string(REPLACE ";" "" sass "${sass}")
+string(REPLACE "Function : " ";Function : " parts "${sass}")
+foreach(part IN LISTS parts)
+  if(part MATCHES "^Function : [^\n]*fwd_kernel")
+    string(REGEX MATCH "^Function : ([^\n]*)" _ "${part}")
+    set(name "${CMAKE_MATCH_1}")
+    if(NOT part MATCHES "HGMMA")
+      message(FATAL_ERROR "check_sass: ${name} has no HGMMA")
+    endif()
+    if(part MATCHES "[ \t](LDL|STL)[ .]")
+      message(FATAL_ERROR "check_sass: ${name} uses local memory (LDL/STL)")
+    endif()
+  endif()
+endforeach()
+message(STATUS "check_sass: ${nk} forward kernels use HGMMA and no local memory")

@@ -1,0 +1,182 @@
+// Host side of the CUDA backend: what the sm90 kernel supports, tensor maps, dispatch.
+// Arguments arrive validated (src/api); this file only rejects what the kernel cannot
+// serve yet, with NotSupported naming the argument, before anything is written.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "common/problem.h"
+#include "cuda/device_guard.h"
+#include "cuda/ptx/tensor_map.h"
+#include "cuda/sm90/launch.h"
+#include "cuda/util_kernels.h"
+
+namespace longattn::detail {
+namespace {
+
+using cuda::sm90::InType;
+using cuda::sm90::LaunchArgs;
+
+Status not_yet(const std::string& what) {
+  return Status::NotSupported(what + " not supported by the CUDA backend yet");
+}
+
+// Lazy rescale threshold in log2 units (DESIGN: 8). LONGATTN_RESCALE_THRESHOLD overrides
+// it for measurements; 0 selects always-rescale.
+float rescale_threshold() {
+  const char* e = std::getenv("LONGATTN_RESCALE_THRESHOLD");
+  return e ? std::strtof(e, nullptr) : 8.0f;
+}
+
+Status check_tma_operand(const char* name, const Tensor& t) {
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
+    return Status::NotSupported(std::string(name) + ": base pointer must be 16-byte aligned for the CUDA backend");
+  for (int i = 0; i < 3; ++i)
+    if ((t.stride[i] * 2) % 16 != 0 && t.shape[i] > 1)
+      return Status::NotSupported(std::string(name) + ": strides must be multiples of 16 bytes for the CUDA backend");
+  return Status::Ok();
+}
+
+Status check_device(const char* name, const Tensor& t, const Problem& p) {
+  if (!t.present()) return Status::Ok();
+  if (t.device.kind != DeviceKind::cuda || t.device.ordinal != p.device.ordinal)
+    return Status::Invalid(std::string(name) + ": must be on the same CUDA device as q");
+  return Status::Ok();
+}
+
+cuda::TileMapSpec map_spec(const Tensor& t, CUtensorMapDataType dt, int box_rows) {
+  cuda::TileMapSpec s;
+  s.base = t.data;
+  s.dtype = dt;
+  s.batch = t.shape[0];
+  s.rows = t.shape[1];
+  s.heads = t.shape[2];
+  s.dim = t.shape[3];
+  s.stride_batch = t.stride[0];
+  s.stride_row = t.stride[1];
+  s.stride_head = t.stride[2];
+  s.box_rows = box_rows;
+  return s;
+}
+
+Status cuda_error(const char* what, cudaError_t e) {
+  return Status::Error(std::string("CUDA backend: ") + what + ": " + cudaGetErrorString(e));
+}
+
+template <InType kIn>
+cudaError_t dispatch_dim(int64_t d, const LaunchArgs& la) {
+  switch (d) {
+    case 64: return cuda::sm90::launch_fwd<kIn, 64>(la);
+    case 128: return cuda::sm90::launch_fwd<kIn, 128>(la);
+    default: return cuda::sm90::launch_fwd<kIn, 256>(la);
+  }
+}
+
+}  // namespace
+
+Status cuda_forward(const Args& a, const Problem& p) {
+  // What the kernel cannot serve yet (issue 5 adds these).
+  if (p.q_ragged || p.kv == KvLayout::ragged) return not_yet("ragged batches (cu_seqlens)");
+  if (p.kv == KvLayout::paged) return not_yet("paged K/V (page_table)");
+  if (p.has_seqused_k) return not_yet("seqused_k");
+  if (p.has_sinks) return not_yet("attention sinks");
+  if (p.softcap != 0.f) return not_yet("softcap");
+  if (p.fp8) return not_yet("fp8 (e4m3) inputs");
+  if (p.mask.window_left >= 0 || p.mask.window_right >= 0) return not_yet("sliding windows (mask.window_left/right)");
+  if (p.mask.chunk > 0) return not_yet("chunked attention (mask.chunk_size)");
+  if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
+  if (p.dim_qk != p.dim_v) return not_yet("dim_qk != dim_v");
+  if (p.dim_qk != 64 && p.dim_qk != 128 && p.dim_qk != 256) return not_yet("head dim " + std::to_string(p.dim_qk) + " (64, 128, 256 are)");
+  if (p.out_dtype != DType::bf16 && p.out_dtype != DType::f16 && p.out_dtype != DType::f32)
+    return not_yet(std::string("out dtype ") + dtype_name(p.out_dtype));
+  if (p.device.kind != DeviceKind::cuda) return Status::Invalid("q: must be a CUDA tensor for the CUDA backend");
+
+  const char* names[] = {"q", "k", "v", "out", "lse"};
+  const Tensor* ts[] = {&a.q, &a.k, &a.v, &a.out, &a.lse};
+  for (int i = 0; i < 5; ++i)
+    if (Status s = check_device(names[i], *ts[i], p); !s.ok()) return s;
+  for (int i = 0; i < 3; ++i)
+    if (Status s = check_tma_operand(names[i], *ts[i]); !s.ok()) return s;
+  // Epilogue stores pairs of elements: 4-byte (16-bit out) or 8-byte (f32 out) aligned.
+  const int64_t out_es = p.out_dtype == DType::f32 ? 4 : 2;
+  if (reinterpret_cast<uintptr_t>(a.out.data) % (2 * out_es) != 0)
+    return Status::NotSupported("out: base pointer must be aligned to 2 elements for the CUDA backend");
+  for (int i = 0; i < 3; ++i)
+    if (a.out.stride[i] % 2 != 0 && a.out.shape[i] > 1)
+      return Status::NotSupported("out: strides must be even for the CUDA backend");
+
+  cuda::DeviceGuard guard(p.device.ordinal);
+  if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));
+  cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
+
+  if (p.batch == 0 || p.max_seq_q == 0 || p.heads_q == 0) return Status::Ok();
+  if (p.max_seq_k == 0) {
+    cudaError_t e = cuda::launch_fill_empty(a.out, a.lse, stream);
+    return e == cudaSuccess ? Status::Ok() : cuda_error("fill", e);
+  }
+  // TMA coordinates are int32.
+  if (p.max_seq_q > INT32_MAX - 512 || p.max_seq_k > INT32_MAX - 512 || p.heads_q > INT32_MAX || p.batch > INT32_MAX)
+    return not_yet("sequence lengths or counts beyond 2^31");
+
+  const bool causal = p.mask.causal;
+  const cuda::sm90::TileConfig tc = cuda::sm90::tile_config(int(p.dim_qk), causal);
+  const CUtensorMapDataType dt =
+      p.in_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+
+  LaunchArgs la{};
+  std::string err;
+  if (!(err = cuda::encode_tile_map(map_spec(a.q, dt, tc.block_m), &la.tm_q)).empty() ||
+      !(err = cuda::encode_tile_map(map_spec(a.k, dt, tc.block_n), &la.tm_k)).empty() ||
+      !(err = cuda::encode_tile_map(map_spec(a.v, dt, tc.block_n), &la.tm_v)).empty())
+    return Status::Error("CUDA backend: " + err);
+
+  cuda::sm90::FwdParams& fp = la.p;
+  fp.batch = p.batch;
+  fp.heads_q = p.heads_q;
+  fp.heads_kv = p.heads_kv;
+  fp.group = p.group;
+  fp.seq_q = p.max_seq_q;
+  fp.seq_k = p.max_seq_k;
+  fp.num_m_blocks = (p.max_seq_q + tc.block_m - 1) / tc.block_m;
+  fp.num_tiles = fp.num_m_blocks * p.heads_q * p.batch;
+  fp.scale_log2 = float(double(p.scale) * 1.4426950408889634);
+  fp.rescale_threshold = rescale_threshold();
+  fp.causal = causal;
+  fp.causal_offset = causal ? p.mask.offset(p.max_seq_q, p.max_seq_k) : 0;
+  fp.out = a.out.data;
+  fp.out_type = p.out_dtype == DType::bf16  ? cuda::sm90::OutType::bf16
+                : p.out_dtype == DType::f16 ? cuda::sm90::OutType::f16
+                                            : cuda::sm90::OutType::f32;
+  fp.out_stride_b = a.out.stride[0];
+  fp.out_stride_s = a.out.stride[1];
+  fp.out_stride_h = a.out.stride[2];
+  if (a.lse.present()) {
+    fp.lse = static_cast<float*>(a.lse.data);
+    fp.lse_stride_b = a.lse.stride[0];
+    fp.lse_stride_h = a.lse.stride[1];
+    fp.lse_stride_s = a.lse.stride[2];
+  }
+  la.num_sms = guard.num_sms();
+  la.stream = stream;
+
+  cudaError_t e = p.in_dtype == DType::bf16 ? dispatch_dim<InType::bf16>(p.dim_qk, la)
+                                            : dispatch_dim<InType::f16>(p.dim_qk, la);
+  return e == cudaSuccess ? Status::Ok() : cuda_error("forward kernel launch", e);
+}
+
+Status cuda_combine(const CombineArgs& a) {
+  const Tensor* ts[] = {&a.out_partial, &a.lse_partial, &a.out, &a.lse};
+  for (const Tensor* t : ts)
+    if (t->present() && t->device.kind != DeviceKind::cuda)
+      return Status::Invalid("combine: all tensors must be CUDA tensors for the CUDA backend");
+  cuda::DeviceGuard guard(a.out.device.ordinal);
+  if (!guard.ok()) return Status::Error("CUDA backend: cannot select device");
+  if (a.out.numel() == 0) return Status::Ok();
+  cudaError_t e = cuda::launch_combine(a, static_cast<cudaStream_t>(a.stream));
+  return e == cudaSuccess ? Status::Ok() : cuda_error("combine", e);
+}
+
+}  // namespace longattn::detail

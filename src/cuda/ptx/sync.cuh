@@ -1,0 +1,33 @@
+// Warp-specialization primitives: setmaxnreg and named barriers.
+#pragma once
+
+#include <cstdint>
+
+namespace longattn::cuda::ptx {
+
+// Give registers back (producer) / take them (consumers). Must be executed by all warps of
+// a warpgroup; needs a register cap at kernel entry (__launch_bounds__(threads, 1)).
+template <uint32_t kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <uint32_t kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// Named barriers (ids 1..15; 0 is __syncthreads). `threads` is a multiple of 32.
+__device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+}  // namespace longattn::cuda::ptx

@@ -1,0 +1,54 @@
+#include "cuda/ptx/tensor_map.h"
+
+#include <cuda_runtime.h>
+
+#include <mutex>
+
+namespace longattn::cuda {
+namespace {
+
+using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                              const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                              const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeFn get_encoder() {
+  static EncodeFn fn = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    // Version 12000 pins the ABI of cuTensorMapEncodeTiled as introduced in CUDA 12.0.
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                         cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<EncodeFn>(p);
+  });
+  return fn;
+}
+
+}  // namespace
+
+std::string encode_tile_map(const TileMapSpec& s, CUtensorMap* map) {
+  EncodeFn enc = get_encoder();
+  if (!enc) return "cuTensorMapEncodeTiled is not available from the driver";
+  const cuuint64_t es = 2;  // bytes per element
+  cuuint64_t dims[5] = {64, cuuint64_t(s.rows), cuuint64_t(s.dim / 64), cuuint64_t(s.heads),
+                        cuuint64_t(s.batch)};
+  // Byte strides of dims 1..4 (dim 0 is contiguous). The chunk dim has stride 128 bytes:
+  // TMA accepts non-monotonic strides, which lets one box land as [chunk][row][64].
+  cuuint64_t strides[4] = {cuuint64_t(s.stride_row) * es, 64 * es,
+                           cuuint64_t(s.stride_head) * es, cuuint64_t(s.stride_batch) * es};
+  // Degenerate extents (1) may carry any stride; keep them valid multiples of 16.
+  if (s.heads == 1) strides[2] = 16;
+  if (s.batch == 1) strides[3] = 16;
+  cuuint32_t box[5] = {64, cuuint32_t(s.box_rows), cuuint32_t(s.dim / 64), 1, 1};
+  cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+  CUresult r = enc(map, s.dtype, 5, const_cast<void*>(s.base), dims, strides, box, estr,
+                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return "cuTensorMapEncodeTiled failed (code " + std::to_string(int(r)) + ")";
+  return "";
+}
+
+}  // namespace longattn::cuda

@@ -1,0 +1,27 @@
+// Host-side TMA tensor-map encoding through the runtime's driver entry point (no -lcuda).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+
+namespace longattn::cuda {
+
+// A 16-bit-element (bf16/f16) matrix view [batch][heads][rows][dim] with arbitrary 64-bit
+// element strides (dim contiguous), loaded as tiles of `box_rows` rows x the full dim into
+// shared memory as dim/64 consecutive 128B-swizzled chunks of box_rows x 64 elements.
+// The map is 5-D: (64 cols, rows, dim/64 chunks, heads, batch); out-of-range rows are
+// zero-filled by TMA, which is how sequence tails are handled.
+struct TileMapSpec {
+  const void* base = nullptr;
+  CUtensorMapDataType dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  int64_t batch = 0, heads = 0, rows = 0, dim = 0;
+  int64_t stride_batch = 0, stride_row = 0, stride_head = 0;  // elements
+  int box_rows = 0;
+};
+
+// Encodes `spec` into `map`. Returns "" on success, else a message.
+std::string encode_tile_map(const TileMapSpec& spec, CUtensorMap* map);
+
+}  // namespace longattn::cuda

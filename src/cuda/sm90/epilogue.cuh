@@ -1,0 +1,55 @@
+// Epilogue: O (normalized in registers) and LSE to global memory.
+// Direct stores from the accumulator fragment: a quad writes 4 consecutive pairs of one row
+// (16 bytes for 16-bit outputs); rows past seq_q are clipped. 64-bit offsets.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cuda/sm90/params.h"
+
+namespace longattn::cuda::sm90 {
+
+template <int NO>
+__device__ __forceinline__ void store_o(const FwdParams& p, const float (&o)[NO], int64_t b,
+                                        int64_t h, int64_t row0, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    int64_t row = row0 + 8 * half;
+    if (row >= p.seq_q) continue;
+    int64_t base = b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4);
+    if (p.out_type == OutType::f32) {
+      float* out = static_cast<float*>(p.out) + base;
+#pragma unroll
+      for (int c = 0; c < NO / 4; ++c)
+        *reinterpret_cast<float2*>(out + 8 * c) = make_float2(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
+    } else if (p.out_type == OutType::bf16) {
+      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + base;
+#pragma unroll
+      for (int c = 0; c < NO / 4; ++c)
+        *reinterpret_cast<__nv_bfloat162*>(out + 8 * c) =
+            __floats2bfloat162_rn(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
+    } else {
+      __half* out = static_cast<__half*>(p.out) + base;
+#pragma unroll
+      for (int c = 0; c < NO / 4; ++c)
+        *reinterpret_cast<__half2*>(out + 8 * c) =
+            __floats2half2_rn(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
+    }
+  }
+}
+
+__device__ __forceinline__ void store_lse(const FwdParams& p, const float (&lse)[2], int64_t b,
+                                          int64_t h, int64_t row0, int lane) {
+  if (p.lse == nullptr || lane % 4 != 0) return;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    int64_t row = row0 + 8 * half;
+    if (row < p.seq_q)
+      p.lse[b * p.lse_stride_b + h * p.lse_stride_h + row * p.lse_stride_s] = lse[half];
+  }
+}
+
+}  // namespace longattn::cuda::sm90

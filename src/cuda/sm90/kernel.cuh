@@ -1,0 +1,168 @@
+// The warp-specialized sm90 forward kernel: roles and the consumer loop.
+//
+// Warpgroup 0 is the producer: it gives registers back (setmaxnreg) and one thread issues
+// every TMA load. Warpgroups 1..kWGs are consumers, each owning 64 query rows: S = Q K^T
+// (wgmma SS), online softmax in registers, O += P V (wgmma RS, P never leaves registers).
+// Inside a consumer, S[j-1] is issued before P[j] V[j] and the softmax of S[j-1] runs while
+// P[j] V[j] is in flight (FlashAttention-3 intra-warpgroup overlap).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "cuda/ptx/sync.cuh"
+#include "cuda/ptx/tma.cuh"
+#include "cuda/ptx/wgmma.cuh"
+#include "cuda/sm90/epilogue.cuh"
+#include "cuda/sm90/mainloop.cuh"
+#include "cuda/sm90/mask.cuh"
+#include "cuda/sm90/params.h"
+#include "cuda/sm90/scheduler.cuh"
+#include "cuda/sm90/smem_layout.cuh"
+#include "cuda/sm90/softmax.cuh"
+#include "cuda/sm90/tile_size.h"
+
+namespace longattn::cuda::sm90 {
+
+template <class T, int kHeadDim_, bool kCausalTile>
+struct KernelConfig {
+  using Element = T;
+  static constexpr TileConfig kTile = tile_config(kHeadDim_, kCausalTile);
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kTile.block_m;
+  static constexpr int kBlockN = kTile.block_n;
+  static constexpr int kStages = kTile.stages;
+  static constexpr int kWGs = kTile.consumer_wgs;
+  static constexpr int kThreads = 128 * (kWGs + 1);
+  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages>;
+  static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
+  static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
+  static_assert(kBlockN % 16 == 0 && kHeadDim % 64 == 0, "wgmma k16 steps / 128B chunks");
+};
+
+template <class Cfg>
+__device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::Smem sm, int wg,
+                                              int tid) {
+  constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDim / 2, kNP = Cfg::kBlockN / 4;
+  const int warp = tid / 32, lane = tid % 32;
+  const int row0 = wg * 64 + warp * 16 + lane / 4;  // this thread's first row in the tile
+  const uint8_t* q_wg = sm.q() + wg * 64 * 128;     // 64-row slice of every Q chunk
+  PipeState<Cfg::kStages> ks, vs;
+  uint32_t q_phase = 0;
+  auto release = [&](uint64_t* bar) {
+    if (lane == 0) ptx::mbar_arrive(bar);
+  };
+
+  for (int64_t t = StaticScheduler::first(); t < p.num_tiles; t = StaticScheduler::next(t)) {
+    const TileCoord tc = StaticScheduler::decode(p, t);
+    const TileMask<Cfg::kBlockM, Cfg::kBlockN> mask(p, tc.m_block);
+    int64_t lo, hi;
+    mask.block_range(p.seq_q, &lo, &hi);
+
+    float o[kNO];
+#pragma unroll
+    for (int i = 0; i < kNO; ++i) o[i] = 0.f;
+    OnlineSoftmax smx;
+    smx.init();
+    float factor[2];
+
+    ptx::mbar_wait(sm.q_full(), q_phase);
+    q_phase ^= 1u;
+    if (hi > lo) {
+      float s[kNS];
+      uint32_t pf[kNP];
+      int64_t j = hi - 1;
+      ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
+      gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
+      ptx::wgmma_wait<0>();
+      ptx::pin(s);
+      release(sm.k_empty(ks.stage));
+      ks.advance();
+      if (j == lo) release(sm.q_empty());
+      if (mask.needs_mask(j)) mask.apply(s, j, row0, lane);
+      smx.update(s, p.scale_log2, p.rescale_threshold, factor);
+      ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
+
+      for (j = hi - 2; j >= lo; --j) {
+        ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
+        gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
+        ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
+        gemm_pv<Cfg>(o, pf, sm.v(vs.stage));
+        ptx::wgmma_wait<1>();
+        ptx::pin(s);
+        release(sm.k_empty(ks.stage));
+        ks.advance();
+        if (j == lo) release(sm.q_empty());
+        if (mask.needs_mask(j)) mask.apply(s, j, row0, lane);
+        bool moved = smx.update(s, p.scale_log2, p.rescale_threshold, factor);
+        ptx::wgmma_wait<0>();
+        ptx::pin(o);
+        release(sm.v_empty(vs.stage));
+        vs.advance();
+        if (moved || p.rescale_threshold <= 0.f) rescale_rows(o, factor);
+        ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
+      }
+      ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
+      gemm_pv<Cfg>(o, pf, sm.v(vs.stage));
+      ptx::wgmma_wait<0>();
+      ptx::pin(o);
+      release(sm.v_empty(vs.stage));
+      vs.advance();
+    } else {
+      release(sm.q_empty());
+    }
+
+    float inv[2], lse[2];
+    smx.finalize(p.scale_log2, inv, lse);
+    rescale_rows(o, inv);
+    const int64_t row = tc.m_block * Cfg::kBlockM + row0;
+    store_o(p, o, tc.b, tc.h, row, lane);
+    store_lse(p, lse, tc.b, tc.h, row, lane);
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    fwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+               const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ FwdParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  typename Cfg::Smem sm{reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023))};
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+
+  if (threadIdx.x == 0) {
+    ptx::prefetch_tensor_map(&tm_q);
+    ptx::prefetch_tensor_map(&tm_k);
+    ptx::prefetch_tensor_map(&tm_v);
+    ptx::mbar_init(sm.q_full(), 1);
+    ptx::mbar_init(sm.q_empty(), 4 * Cfg::kWGs);  // one arrival per consumer warp
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      ptx::mbar_init(sm.k_full(s), 1);
+      ptx::mbar_init(sm.v_full(s), 1);
+      ptx::mbar_init(sm.k_empty(s), 4 * Cfg::kWGs);
+      ptx::mbar_init(sm.v_empty(s), 4 * Cfg::kWGs);
+    }
+    ptx::mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    ptx::setmaxnreg_dec<Cfg::kTile.producer_regs>();
+    if (tid == 0) {
+      Producer<Cfg> prod{&tm_q, &tm_k, &tm_v, sm};
+      for (int64_t t = StaticScheduler::first(); t < p.num_tiles; t = StaticScheduler::next(t)) {
+        const TileCoord tc = StaticScheduler::decode(p, t);
+        const TileMask<Cfg::kBlockM, Cfg::kBlockN> mask(p, tc.m_block);
+        int64_t lo, hi;
+        mask.block_range(p.seq_q, &lo, &hi);
+        prod.tile(tc.b, tc.h, tc.h / p.group, tc.m_block, lo, hi);
+      }
+    }
+  } else {
+    ptx::setmaxnreg_inc<Cfg::kTile.consumer_regs>();
+    consumer_loop<Cfg>(p, sm, wg - 1, tid);
+  }
+}
+
+}  // namespace longattn::cuda::sm90

@@ -1,0 +1,26 @@
+// Host-side entry into the sm90 forward kernels (plain C++; implemented in launch_*.cu,
+// one translation unit per (dtype, head dim) so the build parallelizes).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "cuda/sm90/params.h"
+#include "cuda/sm90/tile_size.h"
+
+namespace longattn::cuda::sm90 {
+
+enum class InType : int { bf16 = 0, f16 = 1 };
+
+struct LaunchArgs {
+  CUtensorMap tm_q, tm_k, tm_v;
+  FwdParams p;
+  int num_sms = 132;
+  cudaStream_t stream = nullptr;
+};
+
+// Launches the kernel for (dtype, head dim); tile sizes come from tile_config(D, causal).
+template <InType kIn, int kHeadDim>
+cudaError_t launch_fwd(const LaunchArgs& a);
+
+}  // namespace longattn::cuda::sm90

@@ -1,0 +1,6 @@
+// Instantiation: bf16 inputs, head dim 128.
+#include "cuda/sm90/launch_impl.cuh"
+
+namespace longattn::cuda::sm90 {
+template cudaError_t launch_fwd<InType::bf16, 128>(const LaunchArgs&);
+}

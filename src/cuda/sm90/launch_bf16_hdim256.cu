@@ -1,0 +1,6 @@
+// Instantiation: bf16 inputs, head dim 256.
+#include "cuda/sm90/launch_impl.cuh"
+
+namespace longattn::cuda::sm90 {
+template cudaError_t launch_fwd<InType::bf16, 256>(const LaunchArgs&);
+}

@@ -1,0 +1,6 @@
+// Instantiation: f16 inputs, head dim 128.
+#include "cuda/sm90/launch_impl.cuh"
+
+namespace longattn::cuda::sm90 {
+template cudaError_t launch_fwd<InType::f16, 128>(const LaunchArgs&);
+}

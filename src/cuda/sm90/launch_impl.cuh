@@ -1,0 +1,37 @@
+// Definition of launch_fwd, included by the per-(dtype, head dim) translation units.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda/sm90/kernel.cuh"
+#include "cuda/sm90/launch.h"
+
+namespace longattn::cuda::sm90 {
+
+template <class Cfg>
+cudaError_t launch_cfg(const LaunchArgs& a) {
+  auto kern = fwd_kernel<Cfg>;
+  // Above 48 KB of dynamic shared memory needs an explicit opt-in per kernel.
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       Cfg::kSmemBytes);
+  if (e != cudaSuccess) return e;
+  int64_t grid = a.p.num_tiles < a.num_sms ? a.p.num_tiles : a.num_sms;
+  kern<<<dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream>>>(a.tm_q, a.tm_k,
+                                                                              a.tm_v, a.p);
+  return cudaGetLastError();
+}
+
+template <InType kIn, int kHeadDim>
+cudaError_t launch_fwd(const LaunchArgs& a) {
+  using T = std::conditional_t<kIn == InType::bf16, __nv_bfloat16, __half>;
+  constexpr TileConfig c0 = tile_config(kHeadDim, false), c1 = tile_config(kHeadDim, true);
+  if constexpr (c0.block_m == c1.block_m && c0.block_n == c1.block_n && c0.stages == c1.stages) {
+    return launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
+  } else {
+    return a.p.causal ? launch_cfg<KernelConfig<T, kHeadDim, true>>(a)
+                      : launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
+  }
+}
+
+}  // namespace longattn::cuda::sm90

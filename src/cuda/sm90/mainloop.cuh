@@ -1,0 +1,96 @@
+// The two halves of the forward mainloop: the producer's TMA schedule and the consumers'
+// GEMMs. Order of both (must match): Q; K[hi-1]; then for j = hi-2 .. lo: K[j], V[j+1];
+// finally V[lo]. Key blocks run from last to first so the masked blocks (key tail, causal
+// diagonal) come first and the steady state runs without masks.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "cuda/ptx/smem_desc.cuh"
+#include "cuda/ptx/tma.cuh"
+#include "cuda/ptx/wgmma.cuh"
+#include "cuda/sm90/smem_layout.cuh"
+
+namespace longattn::cuda::sm90 {
+
+template <class Cfg>
+struct Producer {
+  using Smem = typename Cfg::Smem;
+  const CUtensorMap* tm_q;
+  const CUtensorMap* tm_k;
+  const CUtensorMap* tm_v;
+  Smem sm;
+  PipeState<Cfg::kStages> ks, vs;
+  uint32_t q_phase = 0;
+
+  __device__ void load_q(int64_t b, int64_t h, int64_t m_block) {
+    ptx::mbar_wait(sm.q_empty(), q_phase ^ 1u);
+    q_phase ^= 1u;
+    ptx::mbar_arrive_expect_tx(sm.q_full(), Smem::kQBytes);
+    ptx::tma_load_5d(sm.q(), tm_q, sm.q_full(), 0, int32_t(m_block * Cfg::kBlockM), 0,
+                     int32_t(h), int32_t(b));
+  }
+  __device__ void load_k(int64_t b, int64_t hk, int64_t n_block) {
+    ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);
+    ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKVBytes);
+    ptx::tma_load_5d(sm.k(ks.stage), tm_k, sm.k_full(ks.stage), 0,
+                     int32_t(n_block * Cfg::kBlockN), 0, int32_t(hk), int32_t(b));
+    ks.advance();
+  }
+  __device__ void load_v(int64_t b, int64_t hk, int64_t n_block) {
+    ptx::mbar_wait(sm.v_empty(vs.stage), vs.phase ^ 1u);
+    ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kKVBytes);
+    ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), 0,
+                     int32_t(n_block * Cfg::kBlockN), 0, int32_t(hk), int32_t(b));
+    vs.advance();
+  }
+  // All loads of one tile, in the consumers' order.
+  __device__ void tile(int64_t b, int64_t h, int64_t hk, int64_t m_block, int64_t lo, int64_t hi) {
+    load_q(b, h, m_block);
+    if (hi <= lo) return;
+    load_k(b, hk, hi - 1);
+    for (int64_t j = hi - 2; j >= lo; --j) {
+      load_k(b, hk, j);
+      load_v(b, hk, j + 1);
+    }
+    load_v(b, hk, lo);
+  }
+};
+
+// S(64 x kBlockN) = Q(64 rows of this warpgroup) K^T: both K-major, hdim/16 SS wgmmas.
+template <class Cfg>
+__device__ __forceinline__ void gemm_qk(float (&s)[Cfg::kBlockN / 2], const uint8_t* q_wg,
+                                        const uint8_t* k_stage) {
+  using T = typename Cfg::Element;
+  uint32_t qa = ptx::smem_u32(q_wg), ka = ptx::smem_u32(k_stage);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
+    uint32_t off = (kk % 4) * 32;
+    uint64_t da = ptx::desc_k_major(qa + (kk / 4) * Cfg::kBlockM * 128 + off);
+    uint64_t db = ptx::desc_k_major(ka + (kk / 4) * Cfg::kBlockN * 128 + off);
+    ptx::wgmma_ss<T, Cfg::kBlockN>(s, da, db, kk > 0);
+  }
+  ptx::wgmma_commit();
+}
+
+// O(64 x hdim) += P(64 x kBlockN, registers) V(kBlockN x hdim, MN-major): kBlockN/16 RS wgmmas.
+template <class Cfg>
+__device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDim / 2],
+                                        const uint32_t (&p)[Cfg::kBlockN / 4],
+                                        const uint8_t* v_stage) {
+  using T = typename Cfg::Element;
+  uint32_t va = ptx::smem_u32(v_stage);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
+    const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
+    uint64_t db = ptx::desc_mn_major(va + kk * 16 * 128, Cfg::kBlockN * 128);
+    ptx::wgmma_rs<T, Cfg::kHeadDim, 1>(o, a, db, true);
+  }
+  ptx::wgmma_commit();
+}
+
+}  // namespace longattn::cuda::sm90

@@ -1,0 +1,29 @@
+// The plain params struct of the sm90 forward kernel: pointers, 64-bit strides and sizes.
+// Built on the host by forward_sm90.cpp; TMA tensor maps travel beside it as separate
+// __grid_constant__ kernel parameters.
+#pragma once
+
+#include <cstdint>
+
+namespace longattn::cuda::sm90 {
+
+enum class OutType : int { bf16 = 0, f16 = 1, f32 = 2 };
+
+struct FwdParams {
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, group = 1;
+  int64_t seq_q = 0, seq_k = 0;
+  int64_t num_m_blocks = 0, num_tiles = 0;
+
+  float scale_log2 = 0;         // softmax scale * log2(e): logits in log2 units
+  float rescale_threshold = 0;  // lazy rescale: rescale O only when the max grows more (log2 units); <= 0: always
+  bool causal = false;
+  int64_t causal_offset = 0;  // key position of query 0 (seq_k - seq_q bottom-right, 0 top-left)
+
+  void* out = nullptr;
+  OutType out_type = OutType::bf16;
+  int64_t out_stride_b = 0, out_stride_s = 0, out_stride_h = 0;  // elements
+  float* lse = nullptr;  // optional
+  int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 0;
+};
+
+}  // namespace longattn::cuda::sm90

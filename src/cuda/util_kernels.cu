@@ -1,0 +1,116 @@
+// Helper kernels: the no-key fill and the split-KV / context-parallel combine.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "cuda/util_kernels.h"
+
+namespace longattn::cuda {
+namespace {
+
+__device__ float load_f(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::f32: return static_cast<const float*>(p)[i];
+    case DType::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return __half2float(static_cast<const __half*>(p)[i]);
+  }
+}
+__device__ void store_f(void* p, DType t, int64_t i, float x) {
+  switch (t) {
+    case DType::f32: static_cast<float*>(p)[i] = x; break;
+    case DType::bf16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x); break;
+    default: static_cast<__half*>(p)[i] = __float2half_rn(x); break;
+  }
+}
+
+struct View4 {
+  void* data;
+  DType t;
+  int64_t shape[4], stride[4];
+};
+View4 view(const Tensor& x) {
+  View4 v{x.data, x.dtype, {1, 1, 1, 1}, {0, 0, 0, 0}};
+  for (int i = 0; i < x.rank; ++i) {
+    v.shape[4 - x.rank + i] = x.shape[i];
+    v.stride[4 - x.rank + i] = x.stride[i];
+  }
+  return v;
+}
+
+// One thread per output element; grid-stride with 64-bit indices.
+__global__ void fill_empty_kernel(View4 out, View4 lse) {
+  const int64_t n = out.shape[0] * out.shape[1] * out.shape[2] * out.shape[3];
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = i, idx[4];
+    for (int d = 3; d >= 0; --d) {
+      idx[d] = r % out.shape[d];
+      r /= out.shape[d];
+    }
+    store_f(out.data, out.t,
+            idx[0] * out.stride[0] + idx[1] * out.stride[1] + idx[2] * out.stride[2] + idx[3] * out.stride[3],
+            0.f);
+  }
+  if (!lse.data) return;
+  const int64_t m = lse.shape[1] * lse.shape[2] * lse.shape[3];
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < m;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t c = i % lse.shape[3], r = i / lse.shape[3];
+    int64_t bidx = r % lse.shape[2], a = r / lse.shape[2];
+    static_cast<float*>(lse.data)[a * lse.stride[1] + bidx * lse.stride[2] + c * lse.stride[3]] = -INFINITY;
+  }
+}
+
+// Combine: one thread per (token, head, dim element); each recomputes the split weights
+// from the LSEs (few splits; the reads hit L1).
+__global__ void combine_kernel(View4 op, View4 lp, View4 out, View4 lse) {
+  const int64_t splits = op.shape[0], tokens = op.shape[1], heads = op.shape[2], dim = op.shape[3];
+  const int64_t n = tokens * heads * dim;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t d = i % dim, r = i / dim, h = r % heads, t = r / heads;
+    float mx = -INFINITY;
+    for (int64_t s = 0; s < splits; ++s) {
+      float l = static_cast<const float*>(lp.data)[s * lp.stride[1] + h * lp.stride[2] + t * lp.stride[3]];
+      mx = fmaxf(mx, l);
+    }
+    float acc = 0.f, wsum = 0.f;
+    if (mx != -INFINITY) {
+      for (int64_t s = 0; s < splits; ++s) {
+        float l = static_cast<const float*>(lp.data)[s * lp.stride[1] + h * lp.stride[2] + t * lp.stride[3]];
+        float w = expf(l - mx);  // exp(-inf) = 0: empty splits drop out
+        wsum += w;
+        if (w > 0.f)
+          acc += w * load_f(op.data, op.t, s * op.stride[0] + t * op.stride[1] + h * op.stride[2] + d * op.stride[3]);
+      }
+    }
+    float o = wsum > 0.f ? acc / wsum : 0.f;
+    store_f(out.data, out.t, t * out.stride[1] + h * out.stride[2] + d * out.stride[3], o);
+    if (d == 0 && lse.data)
+      static_cast<float*>(lse.data)[h * lse.stride[2] + t * lse.stride[3]] =
+          wsum > 0.f ? mx + logf(wsum) : -INFINITY;
+  }
+}
+
+int blocks_for(int64_t n) {
+  int64_t b = (n + 255) / 256;
+  return int(b < 65536 ? (b < 1 ? 1 : b) : 65536);
+}
+
+}  // namespace
+
+cudaError_t launch_fill_empty(const Tensor& out, const Tensor& lse, cudaStream_t stream) {
+  View4 o = view(out), l = lse.present() ? view(lse) : View4{nullptr, DType::f32, {1, 1, 1, 1}, {}};
+  fill_empty_kernel<<<blocks_for(out.numel()), 256, 0, stream>>>(o, l);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_combine(const CombineArgs& a, cudaStream_t stream) {
+  View4 op = view(a.out_partial), lp = view(a.lse_partial), out = view(a.out);
+  View4 l = a.lse.present() ? view(a.lse) : View4{nullptr, DType::f32, {1, 1, 1, 1}, {}};
+  combine_kernel<<<blocks_for(a.out.numel()), 256, 0, stream>>>(op, lp, out, l);
+  return cudaGetLastError();
+}
+
+}  // namespace longattn::cuda
