@@ -1,0 +1,324 @@
+// The tiled flash-attention kernel, written once over a small vector interface `Simd` and
+// compiled once per ISA. A translation unit defines LONGATTN_CPU_NS (its private namespace)
+// and `longattn::detail::LONGATTN_CPU_NS::Simd`, then includes this file exactly once.
+// Everything here lives in that private namespace, so copies built with different -m flags
+// never meet at link time.
+//
+// One work item = the rows of `group` query heads (sharing one kv head) over a block of
+// tokens. Per K/V tile of kBN keys: K and V are converted to f32 once (dequantized, K
+// transposed into NR-wide panels), then every MR-row strip runs
+//   S = Q K^T (MR x NR register block)  ->  softcap, boundary mask  ->  online softmax
+//   ->  O += P V (MR x NR register block)
+// with S/P (MR x kBN floats) staying in L1 between the two products.
+#include <cstdint>
+
+#include "cpu/convert.h"
+#include "cpu/kernel_api.h"
+
+#ifndef LONGATTN_CPU_NS
+#error "define LONGATTN_CPU_NS before including attention_kernel.h"
+#endif
+
+// Keys per tile. 64 keeps a K or V tile of head dim 128 at 32 KB (in L1/L2), the P strip at
+// MR x 64 floats, and amortizes the O-strip loads/stores of O += PV over 64 FMAs.
+#ifndef LONGATTN_CPU_BN
+#define LONGATTN_CPU_BN 64
+#endif
+
+namespace longattn::detail::LONGATTN_CPU_NS {
+namespace {
+
+using cpu::ItemView;
+using cpu::KernelConst;
+using cpu::RowDesc;
+using V = Simd::V;
+
+constexpr int W = Simd::W;
+constexpr int MR = Simd::MR;
+constexpr int NR = Simd::NR;
+constexpr int kBN = LONGATTN_CPU_BN;
+constexpr int kPanels = kBN / NR;
+static_assert(NR == 2 * W, "the register block is two vectors wide");
+static_assert(kBN % NR == 0, "a tile is a whole number of panels");
+
+constexpr float kNegInf = -__builtin_inff();
+constexpr float kLn2 = 0.69314718055994531f;
+// Lazy rescale threshold (log2 units): P may reach 2^8 before O is rescaled.
+constexpr float kRescaleThreshold = 8.0f;
+
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// Scratch partition, in floats; every region starts 64-byte aligned.
+struct Layout {
+  int64_t rows_pad = 0, dq = 0, dv_pad = 0;
+  int64_t q = 0, o = 0, m = 0, l = 0, kt = 0, v = 0, s = 0, tmp = 0, total = 0;
+};
+
+Layout make_layout(const KernelConst& kc, int64_t rows) {
+  Layout L;
+  L.rows_pad = round_up(rows > 0 ? rows : 1, MR);
+  L.dq = kc.dqk;
+  L.dv_pad = round_up(kc.dv, NR);
+  int64_t off = 0;
+  auto take = [&off](int64_t n) {
+    int64_t at = off;
+    off += round_up(n, 16);
+    return at;
+  };
+  L.q = take(L.rows_pad * L.dq);
+  L.o = take(L.rows_pad * L.dv_pad);
+  L.m = take(L.rows_pad);
+  L.l = take(L.rows_pad);
+  L.kt = take(int64_t(kPanels) * L.dq * NR);
+  L.v = take(int64_t(kBN) * L.dv_pad);
+  L.s = take(int64_t(MR) * kBN);
+  L.tmp = take(imax(L.dq, L.dv_pad) + W);
+  L.total = off;
+  return L;
+}
+
+// S[r][p*NR ...] = Q[r] . K[p*NR ...] for panels [p0, p1). q: MR rows of dq floats.
+// kt: panels of dq x NR floats (K transposed).
+inline void qk_strip(const float* q, int64_t dq, const float* kt, int p0, int p1, float* s) {
+  for (int p = p0; p < p1; ++p) {
+    const float* b = kt + int64_t(p) * dq * NR;
+    V acc[MR][2];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = Simd::zero();
+    for (int64_t d = 0; d < dq; ++d) {
+      const V b0 = Simd::load(b + d * NR), b1 = Simd::load(b + d * NR + W);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const V a = Simd::bcast(q + r * dq + d);
+        acc[r][0] = Simd::fma(a, b0, acc[r][0]);
+        acc[r][1] = Simd::fma(a, b1, acc[r][1]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      Simd::store(s + r * kBN + p * NR, acc[r][0]);
+      Simd::store(s + r * kBN + p * NR + W, acc[r][1]);
+    }
+  }
+}
+
+// O[r] += sum_{k in [k0,k1)} P[r][k] V[k]. p: MR x kBN, v: kBN x dv_pad, o: MR x dv_pad.
+inline void pv_strip(const float* p, int k0, int k1, const float* v, int64_t dv_pad, float* o) {
+  for (int64_t c = 0; c < dv_pad; c += NR) {
+    V acc[MR][2];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      acc[r][0] = Simd::load(o + r * dv_pad + c);
+      acc[r][1] = Simd::load(o + r * dv_pad + c + W);
+    }
+    for (int k = k0; k < k1; ++k) {
+      const V b0 = Simd::load(v + k * dv_pad + c), b1 = Simd::load(v + k * dv_pad + c + W);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const V a = Simd::bcast(p + r * kBN + k);
+        acc[r][0] = Simd::fma(a, b0, acc[r][0]);
+        acc[r][1] = Simd::fma(a, b1, acc[r][1]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      Simd::store(o + r * dv_pad + c, acc[r][0]);
+      Simd::store(o + r * dv_pad + c + W, acc[r][1]);
+    }
+  }
+}
+
+// The masked-aware O += PV for a boundary strip whose V tile holds Inf/NaN: 0 * Inf would
+// turn a masked key into NaN, but the reference never touches masked keys. Rare; scalar.
+inline void pv_strip_masked(const float* p, int k0, int k1, const float* v, int64_t dv_pad,
+                            float* o, const int64_t* lo, const int64_t* hi, int64_t j0) {
+  for (int r = 0; r < MR; ++r) {
+    for (int k = k0; k < k1; ++k) {
+      if (j0 + k < lo[r] || j0 + k >= hi[r]) continue;
+      const float pk = p[r * kBN + k];
+      for (int64_t c = 0; c < dv_pad; ++c) o[r * dv_pad + c] += pk * v[k * dv_pad + c];
+    }
+  }
+}
+
+// cap * tanh(s / cap) in log2 units: s2 = s * log2(e), c2 = cap * log2(e), so
+// s2 / c2 = s / cap and the result is the natural-unit softcap times log2(e).
+// tanh|y| = (1 - t) / (1 + t) with t = e^(-2|y|) in (0, 1]: no overflow for any y, and
+// NaN stays NaN. Absolute error ~1e-7 * c2, below the f32 rounding of the logit itself.
+inline V softcap(V s2, V c2, V inv_c2) {
+  const V y = Simd::mul(s2, inv_c2);
+  const V t = Simd::exp2(Simd::mul(Simd::abs(y), Simd::set1(-2.0f * 1.4426950408889634f)));
+  const V one = Simd::set1(1.0f);
+  const V th = Simd::div(Simd::sub(one, t), Simd::add(one, t));
+  return Simd::mul(c2, Simd::copysign(th, y));
+}
+
+// Online softmax of one strip over columns [c0, c1) (multiples of W), in place: S becomes
+// P = 2^(S - m_used). m/l/o are the strip's running max, denominator and output rows.
+inline void softmax_strip(float* s, int c0, int c1, float* m, float* l, float* o, int64_t dv_pad,
+                          bool lazy) {
+  for (int r = 0; r < MR; ++r) {
+    float* row = s + r * kBN;
+    V mx = Simd::set1(kNegInf);
+    for (int c = c0; c < c1; c += W) mx = Simd::max(mx, Simd::load(row + c));
+    const float mt = Simd::hmax(mx);
+    float mu = m[r];
+    // mu == -inf: mu + 8 == -inf, so any finite tile max triggers the first "rescale"
+    // (alpha = 2^-inf = 0 on an all-zero O). NaN compares false and flows through P.
+    const bool grow = lazy ? (mt > mu + kRescaleThreshold) : (mt > mu);
+    if (grow) {
+      const float alpha = __builtin_exp2f(mu - mt);
+      l[r] *= alpha;
+      const V va = Simd::set1(alpha);
+      float* orow = o + r * dv_pad;
+      for (int64_t c = 0; c < dv_pad; c += W) Simd::store(orow + c, Simd::mul(Simd::load(orow + c), va));
+      m[r] = mu = mt;
+    }
+    // A row that has seen no visible key yet has mu = -inf: subtract 0 so that masked
+    // logits give 2^-inf = 0 rather than 2^(-inf - -inf) = NaN.
+    const V vm = Simd::set1(mu == kNegInf ? 0.0f : mu);
+    V sum = Simd::zero();
+    for (int c = c0; c < c1; c += W) {
+      const V pv = Simd::exp2(Simd::sub(Simd::load(row + c), vm));
+      Simd::store(row + c, pv);
+      sum = Simd::add(sum, pv);
+    }
+    l[r] += Simd::hsum(sum);
+  }
+}
+
+int64_t scratch_floats(const KernelConst& kc, int64_t rows_max) {
+  return make_layout(kc, rows_max).total;
+}
+
+void process(const KernelConst& kc, const ItemView& it, float* scratch) {
+  const int64_t rows = it.rows;
+  if (rows <= 0) return;
+  const Layout L = make_layout(kc, rows);
+  const int64_t rp = L.rows_pad, dq = L.dq, dv = kc.dv, dvp = L.dv_pad;
+  float* Q = scratch + L.q;
+  float* O = scratch + L.o;
+  float* M = scratch + L.m;
+  float* Lsum = scratch + L.l;
+  float* KT = scratch + L.kt;
+  float* Vt = scratch + L.v;
+  float* S = scratch + L.s;
+  float* tmp = scratch + L.tmp;
+
+  // Q is converted once per item, pre-scaled so that Q.K comes out in log2 units.
+  const float qs = kc.qscale2 * it.q_descale;
+  for (int64_t r = 0; r < rows; ++r) Simd::cvt_row(it.row[r].q, kc.in, dq, qs, Q + r * dq);
+  for (int64_t i = rows * dq; i < rp * dq; ++i) Q[i] = 0.0f;
+  for (int64_t i = 0; i < rp * dvp; ++i) O[i] = 0.0f;
+  for (int64_t r = 0; r < rp; ++r) {
+    // A sink joins max and denominator: it seeds m = sink, l = 2^(sink - m) = 1.
+    const bool sink = kc.has_sinks && r < rows && it.row[r].sink2 != kNegInf;
+    M[r] = sink ? it.row[r].sink2 : kNegInf;
+    Lsum[r] = sink ? 1.0f : 0.0f;
+  }
+  // Padding rows of the last strip copy the last real row's range: they never force the
+  // strip onto the masked path, and their results are never stored.
+  auto row_lo = [&](int64_t r) { return it.row[imin(r, rows - 1)].lo; };
+  auto row_hi = [&](int64_t r) { return it.row[imin(r, rows - 1)].hi; };
+
+  const V c2 = Simd::set1(kc.softcap2);
+  const V inv_c2 = Simd::set1(kc.softcap2 > 0.0f ? 1.0f / kc.softcap2 : 0.0f);
+
+  const int64_t first_tile = (it.key_lo / kBN) * kBN;
+  for (int64_t j0 = first_tile; j0 < it.key_hi; j0 += kBN) {
+    // Pack the tile: keys outside [key_lo, key_hi) are zero (and always masked).
+    const int64_t v0 = imax(j0, it.key_lo) - j0, v1 = imin(j0 + kBN, it.key_hi) - j0;
+    if (v0 > 0 || v1 < kBN) {
+      for (int64_t i = 0; i < int64_t(kPanels) * dq * NR; ++i) KT[i] = 0.0f;
+      for (int64_t i = 0; i < int64_t(kBN) * dvp; ++i) Vt[i] = 0.0f;
+    }
+    for (int64_t k = v0; k < v1; ++k) {
+      Simd::cvt_row(it.krow[j0 + k - it.key_lo], kc.in, dq, it.k_descale, tmp);
+      float* dst = KT + (k / NR) * dq * NR + (k % NR);
+      for (int64_t d = 0; d < dq; ++d) dst[d * NR] = tmp[d];
+      float* vd = Vt + k * dvp;
+      Simd::cvt_row(it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale, vd);
+      for (int64_t c = dv; c < dvp; ++c) vd[c] = 0.0f;
+    }
+    // v * 0 is NaN exactly for Inf/NaN: one FMA per W values finds a non-finite V tile.
+    V nf = Simd::zero();
+    const V zero = Simd::zero();
+    for (int64_t i = v0 * dvp; i < v1 * dvp; i += W) nf = Simd::fma(Simd::load(Vt + i), zero, nf);
+    const float nfs = Simd::hsum(nf);
+    const bool v_nonfinite = nfs != nfs;
+
+    for (int64_t s0 = 0; s0 < rp; s0 += MR) {
+      int64_t lo[MR], hi[MR];
+      int64_t min_lo = INT64_MAX, max_hi = INT64_MIN, max_lo = INT64_MIN, min_hi = INT64_MAX;
+      bool any = false, all = true;
+      for (int r = 0; r < MR; ++r) {
+        lo[r] = row_lo(s0 + r);
+        hi[r] = row_hi(s0 + r);
+        if (lo[r] < hi[r]) {
+          any = true;
+          min_lo = imin(min_lo, lo[r]);
+          max_hi = imax(max_hi, hi[r]);
+        } else {
+          all = false;
+        }
+        max_lo = imax(max_lo, lo[r]);
+        min_hi = imin(min_hi, hi[r]);
+      }
+      // Fully masked for this strip: skip both products.
+      if (!any || max_hi <= j0 || min_lo >= j0 + kBN) continue;
+      const bool full = all && max_lo <= j0 && min_hi >= j0 + kBN;
+      int c0 = 0, c1 = kBN;
+      if (!full) {  // only the panels some row of the strip can see
+        c0 = int((imax(min_lo, j0) - j0) / NR * NR);
+        c1 = int(round_up(imin(max_hi, j0 + kBN) - j0, NR));
+      }
+      qk_strip(Q + s0 * dq, dq, KT, c0 / NR, c1 / NR, S);
+      if (kc.softcap2 > 0.0f) {
+        for (int r = 0; r < MR; ++r)
+          for (int c = c0; c < c1; c += W) {
+            float* p = S + r * kBN + c;
+            Simd::store(p, softcap(Simd::load(p), c2, inv_c2));
+          }
+      }
+      if (!full) {  // element mask, boundary tiles only (after softcap, as specified)
+        for (int r = 0; r < MR; ++r) {
+          int64_t a = c0, b = c0;  // visible columns [a, b) of this row
+          if (lo[r] < hi[r]) {
+            a = imin(imax(lo[r] - j0, c0), c1);
+            b = imin(imax(hi[r] - j0, a), c1);
+          }
+          float* row = S + r * kBN;
+          for (int64_t c = c0; c < a; ++c) row[c] = kNegInf;
+          for (int64_t c = b; c < c1; ++c) row[c] = kNegInf;
+        }
+      }
+      softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, kc.lazy_rescale);
+      if (!full && v_nonfinite)
+        pv_strip_masked(S, c0, c1, Vt, dvp, O + s0 * dvp, lo, hi, j0);
+      else
+        pv_strip(S, c0, c1, Vt, dvp, O + s0 * dvp);
+    }
+  }
+
+  // Epilogue: O / l in f32, rounded once to the output dtype. l == 0 means no visible key
+  // (and no sink): output 0 and LSE -inf. A NaN l is not 0 and propagates.
+  for (int64_t r = 0; r < rows; ++r) {
+    const float lr = Lsum[r];
+    const float* orow = O + r * dvp;
+    if (lr == 0.0f) {
+      for (int64_t c = 0; c < dv; ++c) tmp[c] = 0.0f;
+    } else {
+      const float inv = 1.0f / lr;
+      for (int64_t c = 0; c < dv; ++c) tmp[c] = orow[c] * inv;
+    }
+    cpu::store_row_scalar(tmp, kc.out, dv, it.row[r].out);
+    if (it.row[r].lse)
+      *it.row[r].lse = lr == 0.0f ? kNegInf : (M[r] + __builtin_log2f(lr)) * kLn2;
+  }
+}
+
+}  // namespace
+
+}  // namespace longattn::detail::LONGATTN_CPU_NS

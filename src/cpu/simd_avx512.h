@@ -1,0 +1,102 @@
+// 16-wide AVX-512F vector operations for the attention kernel (kernel_avx512.cpp only).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "cpu/convert.h"
+
+namespace longattn::detail::cpu_avx512 {
+
+struct Simd {
+  using V = __m512;
+  static constexpr int W = 16;
+  // 12x32 register block: 24 accumulators + 2 B vectors + 1 broadcast of the 32 zmm.
+  static constexpr int MR = 12;
+  static constexpr int NR = 32;
+
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_load_ps(p); }
+  static void store(float* p, V v) { _mm512_store_ps(p, v); }
+  static V bcast(const float* p) { return _mm512_set1_ps(*p); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  // x86 max returns the second operand when either is NaN.
+  static V max(V a, V x) { return _mm512_max_ps(a, x); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V abs(V a) {
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)));
+  }
+  static V copysign(V mag, V sgn) {
+    const __m512i m = _mm512_set1_epi32(int(0x80000000u));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(m, _mm512_castps_si512(mag)),
+                                               _mm512_and_si512(m, _mm512_castps_si512(sgn))));
+  }
+  static float hmax(V v) {
+    __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_max_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_max_ss(b, _mm_shuffle_ps(b, b, 1));
+    return _mm_cvtss_f32(b);
+  }
+  static float hsum(V v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
+    return _mm_cvtss_f32(b);
+  }
+
+  // Same algorithm and polynomial as the AVX2 exp2 (see simd_avx2.h).
+  static V exp2(V x) {
+    V xc = _mm512_min_ps(_mm512_set1_ps(128.0f), _mm512_max_ps(_mm512_set1_ps(-127.0f), x));
+    V n = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    V f = _mm512_sub_ps(xc, n);
+    V p = _mm512_set1_ps(1.5403530393381609e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    V r = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ);  // true for NaN
+    return _mm512_maskz_mov_ps(keep, r);
+  }
+
+  static void cvt_row(const void* src, DType t, int64_t n, float scale, float* dst) {
+    const V s = _mm512_set1_ps(scale);
+    int64_t i = 0;
+    if (t == DType::bf16) {
+      const uint16_t* p = static_cast<const uint16_t*>(src);
+      for (; i + W <= n; i += W) {
+        __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+        _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), s));
+      }
+    } else if (t == DType::f16) {
+      const uint16_t* p = static_cast<const uint16_t*>(src);
+      for (; i + W <= n; i += W)
+        _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(
+                                                    reinterpret_cast<const __m256i*>(p + i))),
+                                                s));
+    } else if (t == DType::f32) {
+      const float* p = static_cast<const float*>(src);
+      for (; i + W <= n; i += W) _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), s));
+    }
+    if (i < n) {
+      const int64_t es = t == DType::f32 ? 4 : (t == DType::e4m3 ? 1 : 2);
+      cpu::cvt_row_scalar(static_cast<const char*>(src) + i * es, t, n - i, scale, dst + i);
+    }
+  }
+};
+
+}  // namespace longattn::detail::cpu_avx512
