@@ -1,5 +1,7 @@
 # Runs ${CLI} ${ARGS}; fails unless the exit code is ${EXPECT_CODE} and stdout+stderr
 # match ${EXPECT_REGEX}. (cmake -P script: portable, no shell needed.)
+cmake_minimum_required(VERSION 3.25)
+string(REPLACE "|" ";" ARGS "${ARGS}")
 execute_process(COMMAND ${CLI} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("exit ${rc}\n--- stdout\n${out}--- stderr\n${err}")
 if(NOT rc STREQUAL "${EXPECT_CODE}")

@@ -7,7 +7,8 @@ set(_work ${CMAKE_CURRENT_BINARY_DIR}/cli_test_work)
 # cli_case(NAME EXIT CODE EXPECT REGEX ARGS ...): run `longattn ARGS`, require exit CODE and
 # REGEX in stdout+stderr.
 function(cli_case name code regex)
-  string(REPLACE ";" "\\;" _args "${ARGN}")
+  # Arguments travel as one '|'-joined string: a ';' list would not survive add_test.
+  string(JOIN "|" _args ${ARGN})
   add_test(NAME cli.${name}
            COMMAND ${CMAKE_COMMAND} -DCLI=${_cli} -DEXPECT_CODE=${code} "-DEXPECT_REGEX=${regex}"
                    "-DARGS=${_args}" -P ${_driver})
