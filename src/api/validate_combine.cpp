@@ -7,6 +7,9 @@ Status validate_combine(const CombineArgs& a) {
   LONGATTN_TRY(check_present("out_partial", a.out_partial));
   LONGATTN_TRY(check_present("lse_partial", a.lse_partial));
   LONGATTN_TRY(check_present("out", a.out));
+  if (a.out_partial.rank != 4)
+    return Status::Invalid("out_partial: rank " + std::to_string(a.out_partial.rank) +
+                           ", expected 4 (splits, tokens, heads, dim_v)");
   const Device dev = a.out_partial.device;
   const std::pair<const char*, const Tensor*> all[] = {
       {"out_partial", &a.out_partial}, {"lse_partial", &a.lse_partial}, {"out", &a.out},
@@ -21,9 +24,6 @@ Status validate_combine(const CombineArgs& a) {
   LONGATTN_TRY(check_dtype("lse_partial", a.lse_partial, {DType::f32}, "f32"));
   LONGATTN_TRY(check_dtype("out", a.out, {DType::f32, DType::bf16, DType::f16}, "bf16, f16 or f32"));
   if (a.lse.present()) LONGATTN_TRY(check_dtype("lse", a.lse, {DType::f32}, "f32"));
-  if (a.out_partial.rank != 4)
-    return Status::Invalid("out_partial: rank " + std::to_string(a.out_partial.rank) +
-                           ", expected 4 (splits, tokens, heads, dim_v)");
   const int64_t splits = a.out_partial.shape[0], tokens = a.out_partial.shape[1],
                 heads = a.out_partial.shape[2], dim = a.out_partial.shape[3];
   if (splits < 1) return Status::Invalid("out_partial: 0 splits, expected at least 1");

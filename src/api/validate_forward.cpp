@@ -72,6 +72,32 @@ Status build_problem(const Args& a, Problem* out_problem) {
       {"q_descale", &a.q_descale},
       {"k_descale", &a.k_descale},
       {"v_descale", &a.v_descale}};
+  // --- layouts and ranks (first: a wrong rank explains every later mismatch) ---------
+  p.q_ragged = a.cu_seqlens_q.present();
+  if (a.page_table.present() && a.cu_seqlens_k.present())
+    return invalid(
+        "cu_seqlens_k: cannot be combined with page_table (paged K/V lengths come from "
+        "seqused_k)");
+  p.kv = a.page_table.present()    ? KvLayout::paged
+         : a.cu_seqlens_k.present() ? KvLayout::ragged
+                                    : KvLayout::dense;
+  const int q_rank = p.q_ragged ? 3 : 4;
+  if (a.q.rank != q_rank)
+    return invalid("q: rank " + to_string(a.q.rank) + ", expected " +
+                   (p.q_ragged ? "3 (total_q, heads, dim) with cu_seqlens_q"
+                               : "4 (batch, seq, heads, dim) without cu_seqlens_q"));
+  const int kv_rank = p.kv == KvLayout::ragged ? 3 : 4;
+  const char* kv_form = p.kv == KvLayout::ragged  ? "3 (total_k, heads_kv, dim) with cu_seqlens_k"
+                        : p.kv == KvLayout::paged ? "4 (num_pages, page_size, heads_kv, dim) with page_table"
+                                                  : "4 (batch, seq, heads_kv, dim)";
+  for (auto [name, t] : {std::pair{"k", &a.k}, std::pair{"v", &a.v}})
+    if (t->rank != kv_rank)
+      return invalid(std::string(name) + ": rank " + to_string(t->rank) + ", expected " + kv_form);
+  if (a.out.rank != q_rank)
+    return invalid("out: rank " + to_string(a.out.rank) + ", expected " + to_string(q_rank) +
+                   " (q's layout)");
+
+  // --- geometry and device ------------------------------------------------------------
   p.device = a.q.device;
   if (p.device.kind == DeviceKind::cuda && p.device.ordinal < 0)
     return invalid("q: negative CUDA device ordinal " + to_string(p.device.ordinal));
@@ -103,31 +129,6 @@ Status build_problem(const Args& a, Problem* out_problem) {
                          std::pair{"k_descale", &a.k_descale},
                          std::pair{"v_descale", &a.v_descale}})
     if (t->present()) LONGATTN_TRY(check_dtype(name, *t, {DType::f32}, "f32"));
-
-  // --- layouts and ranks -----------------------------------------------------------------
-  p.q_ragged = a.cu_seqlens_q.present();
-  if (a.page_table.present() && a.cu_seqlens_k.present())
-    return invalid(
-        "cu_seqlens_k: cannot be combined with page_table (paged K/V lengths come from "
-        "seqused_k)");
-  p.kv = a.page_table.present()    ? KvLayout::paged
-         : a.cu_seqlens_k.present() ? KvLayout::ragged
-                                    : KvLayout::dense;
-  const int q_rank = p.q_ragged ? 3 : 4;
-  if (a.q.rank != q_rank)
-    return invalid("q: rank " + to_string(a.q.rank) + ", expected " +
-                   (p.q_ragged ? "3 (total_q, heads, dim) with cu_seqlens_q"
-                               : "4 (batch, seq, heads, dim) without cu_seqlens_q"));
-  const int kv_rank = p.kv == KvLayout::ragged ? 3 : 4;
-  const char* kv_form = p.kv == KvLayout::ragged  ? "3 (total_k, heads_kv, dim) with cu_seqlens_k"
-                        : p.kv == KvLayout::paged ? "4 (num_pages, page_size, heads_kv, dim) with page_table"
-                                                  : "4 (batch, seq, heads_kv, dim)";
-  for (auto [name, t] : {std::pair{"k", &a.k}, std::pair{"v", &a.v}})
-    if (t->rank != kv_rank)
-      return invalid(std::string(name) + ": rank " + to_string(t->rank) + ", expected " + kv_form);
-  if (a.out.rank != q_rank)
-    return invalid("out: rank " + to_string(a.out.rank) + ", expected " + to_string(q_rank) +
-                   " (q's layout)");
 
   // --- heads and head dims ---------------------------------------------------------------
   p.heads_q = a.q.shape[q_rank - 2];

@@ -1,0 +1,108 @@
+// Backend dispatch, the small public helpers, and what a build without CUDA reports.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "support/testing.h"
+
+namespace longattn::testing {
+namespace {
+
+Case small_case() {
+  CaseSpec s;
+  s.batch = 1, s.seq_q = 3, s.seq_k = 4, s.heads_q = 2, s.heads_kv = 1, s.dim_qk = s.dim_v = 8;
+  return make_case(s);
+}
+
+void to_cuda(Args& a) {
+  for (Tensor* t : {&a.q, &a.k, &a.v, &a.out, &a.lse}) t->device = Device{DeviceKind::cuda, 0};
+}
+
+TEST(Types, DtypeSizesAndNames) {
+  EXPECT_EQ(dtype_size(DType::f32), 4);
+  EXPECT_EQ(dtype_size(DType::f16), 2);
+  EXPECT_EQ(dtype_size(DType::bf16), 2);
+  EXPECT_EQ(dtype_size(DType::e4m3), 1);
+  EXPECT_EQ(dtype_size(DType::i32), 4);
+  EXPECT_STREQ(dtype_name(DType::bf16), "bf16");
+  EXPECT_STREQ(dtype_name(DType::e4m3), "e4m3");
+  EXPECT_STREQ(backend_name(Backend::automatic), "auto");
+  EXPECT_STREQ(backend_name(Backend::reference), "reference");
+  EXPECT_GT(std::strlen(version()), 0u);
+}
+
+TEST(Types, MakeTensorIsRowMajor) {
+  float dummy;
+  Tensor t = make_tensor(&dummy, DType::f32, {2, 3, 5, 7});
+  EXPECT_EQ(t.rank, 4);
+  EXPECT_EQ(t.numel(), 210);
+  EXPECT_EQ(t.stride[0], 105);
+  EXPECT_EQ(t.stride[1], 35);
+  EXPECT_EQ(t.stride[2], 7);
+  EXPECT_EQ(t.stride[3], 1);
+  EXPECT_EQ(t.device.kind, DeviceKind::cpu);
+}
+
+TEST(Dispatch, ReferenceBackendRuns) {
+  Case c = small_case();
+  OracleResult r = run_and_check(c.args);
+  EXPECT_TRUE(r.failure.empty()) << r.failure;
+}
+
+TEST(Dispatch, HostBackendsRefuseDeviceTensors) {
+  for (Backend b : {Backend::reference, Backend::cpu}) {
+    Case c = small_case();
+    Args a = c.args;
+    to_cuda(a);
+    a.backend = b;
+    std::vector<uint8_t> before = c.out.bytes;
+    Status s = forward(a);
+    EXPECT_EQ(s.code(), Status::Code::not_supported) << s.message();
+    EXPECT_NE(s.message().find("host"), std::string::npos) << s.message();
+    EXPECT_TRUE(c.out.bytes == before);
+  }
+}
+
+TEST(Dispatch, CudaBackendRefusesHostTensors) {
+  Case c = small_case();
+  c.args.backend = Backend::cuda;
+  Status s = forward(c.args);
+  EXPECT_EQ(s.code(), Status::Code::not_supported) << s.message();
+}
+
+TEST(Dispatch, DeviceTensorsWithoutCuda) {
+  if (cuda_available()) GTEST_SKIP() << "a CUDA device is present";
+  Case c = small_case();
+  Args a = c.args;
+  to_cuda(a);
+  a.backend = Backend::automatic;
+  std::vector<uint8_t> before = c.out.bytes;
+  Status s = forward(a);
+  EXPECT_EQ(s.code(), Status::Code::not_supported) << s.message();
+  EXPECT_TRUE(c.out.bytes == before);
+}
+
+TEST(Dispatch, UnknownBackendValue) {
+  Case c = small_case();
+  c.args.backend = static_cast<Backend>(42);
+  Status s = forward(c.args);
+  EXPECT_EQ(s.code(), Status::Code::invalid_argument);
+  EXPECT_EQ(s.message().rfind("backend:", 0), 0u) << s.message();
+}
+
+TEST(Dispatch, EmptyBatchIsValidAndWritesNothing) {
+  CaseSpec s;
+  s.batch = 0;
+  Case c = make_case(s);
+  EXPECT_TRUE(forward(c.args).ok());
+}
+
+TEST(Dispatch, ZeroLengthQueriesAreValid) {
+  CaseSpec s;
+  s.seq_q = 0;
+  Case c = make_case(s);
+  EXPECT_TRUE(forward(c.args).ok());
+}
+
+}  // namespace
+}  // namespace longattn::testing

@@ -1,0 +1,122 @@
+// The oracle-rule checker (tests/support) passes correct outputs over every feature, and
+// -- just as important -- fails wrong ones: a check that cannot fail proves nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/problem.h"
+#include "reference/reference.h"
+#include "support/testing.h"
+
+namespace longattn::testing {
+namespace {
+
+std::vector<CaseSpec> feature_specs() {
+  std::vector<CaseSpec> v;
+  CaseSpec s;
+  s.seq_q = 33, s.seq_k = 47, s.seed = 70;
+  v.push_back(s);  // plain bf16 GQA
+  CaseSpec c = s;
+  c.mask.causal = true, c.dtype = DType::f16, c.out_dtype = DType::f32;
+  v.push_back(c);
+  CaseSpec w = s;
+  w.mask.window_left = 5, w.mask.window_right = 3, w.sinks = true, w.softcap = 2.0f;
+  v.push_back(w);
+  CaseSpec ch = s;
+  ch.mask.causal = true, ch.mask.chunk_size = 8, ch.mask.align = CausalAlign::top_left;
+  v.push_back(ch);
+  CaseSpec r = s;
+  r.ragged_q = r.ragged_k = true, r.batch = 4, r.seqused_k = true, r.mask.causal = true;
+  v.push_back(r);
+  CaseSpec p = s;
+  p.page_size = 4, p.seqused_k = true, p.padded = true, p.dim_qk = 40, p.dim_v = 24;
+  v.push_back(p);
+  CaseSpec f8 = s;
+  f8.dtype = DType::e4m3, f8.mask.causal = true;
+  v.push_back(f8);
+  CaseSpec f32 = s;
+  f32.dtype = DType::f32, f32.out_dtype = DType::f32, f32.heads_q = 8, f32.heads_kv = 1;
+  v.push_back(f32);
+  return v;
+}
+
+TEST(OracleRule, ReferencePassesOnEveryFeature) {
+  int n = 0;
+  for (const CaseSpec& s : feature_specs()) {
+    Case c = make_case(s);
+    OracleResult r = run_and_check(c.args);
+    EXPECT_TRUE(r.failure.empty()) << "spec " << n << ": " << r.failure;
+    EXPECT_GT(r.naive_err, 0.0) << "spec " << n << ": the naive baseline must differ from float64";
+    ++n;
+  }
+}
+
+// The emulated-precision result is itself within the bound (it defines it), and its error
+// is of the size expected for bf16 (not 0, not huge).
+TEST(OracleRule, EmulatedIsNaiveSized) {
+  Case c = make_case(CaseSpec{});
+  detail::Problem p;
+  ASSERT_TRUE(detail::build_problem(c.args, &p).ok());
+  poison(c.out);
+  ASSERT_TRUE(detail::emulated_forward(c.args, p).ok());
+  OracleResult r = check_against_reference(c.args);
+  EXPECT_TRUE(r.failure.empty()) << r.failure;
+  EXPECT_GT(r.max_err, 1e-5);
+  EXPECT_LT(r.max_err, 1e-2);
+}
+
+Case computed() {
+  CaseSpec s;
+  s.mask.causal = true, s.seed = 71;
+  Case c = make_case(s);
+  EXPECT_TRUE(forward(c.args).ok());
+  EXPECT_TRUE(check_against_reference(c.args).failure.empty());
+  return c;
+}
+
+TEST(OracleRule, DetectsOneWrongElement) {
+  Case c = computed();
+  detail::store_from_float(c.out.t.data, DType::bf16, 100, float(get(c.out, 100)) + 0.05f);
+  OracleResult r = check_against_reference(c.args);
+  EXPECT_NE(r.failure.find("exceeds bound"), std::string::npos) << r.failure;
+}
+
+TEST(OracleRule, DetectsUnwrittenElement) {
+  Case c = computed();
+  detail::store_from_float(c.out.t.data, DType::bf16, c.out.t.numel() - 1, NAN);
+  OracleResult r = check_against_reference(c.args);
+  EXPECT_NE(r.failure.find("NaN (not written?)"), std::string::npos) << r.failure;
+}
+
+TEST(OracleRule, DetectsWrongLse) {
+  Case c = computed();
+  static_cast<float*>(c.lse.t.data)[7] += 0.01f;
+  OracleResult r = check_against_reference(c.args);
+  EXPECT_NE(r.failure.find("lse"), std::string::npos) << r.failure;
+}
+
+TEST(OracleRule, DetectsMaskIgnored) {
+  Case c = computed();
+  Args unmasked = c.args;
+  unmasked.mask.causal = false;
+  ASSERT_TRUE(forward(unmasked).ok());
+  EXPECT_FALSE(check_against_reference(c.args).failure.empty());
+}
+
+TEST(OracleRule, DetectsWrongCausalAlignment) {
+  Case c = computed();  // seq_q 17 != seq_k 23: the alignments differ
+  Args top_left = c.args;
+  top_left.mask.align = CausalAlign::top_left;
+  ASSERT_TRUE(forward(top_left).ok());
+  EXPECT_FALSE(check_against_reference(c.args).failure.empty());
+}
+
+TEST(OracleRule, DetectsBackendError) {
+  Case c = make_case(CaseSpec{});
+  c.args.backend = Backend::cuda;  // host tensors: refused
+  OracleResult r = run_and_check(c.args);
+  EXPECT_NE(r.failure.find("forward"), std::string::npos) << r.failure;
+}
+
+}  // namespace
+}  // namespace longattn::testing
