@@ -79,6 +79,16 @@ void emulated_rows(const Args& a, const Problem& p, int64_t b, int64_t h, int64_
   }
 }
 
+void emulated_rows_at(const Args& a, const Problem& p, int64_t b, int64_t h, const int64_t* rows,
+                      int64_t n, float* out, float* lse) {
+  const SeqInfo s = seq_info(a, p, b);
+  KvRows<float> kv;
+  gather_kv(a, p, b, h / p.group, s, &kv);
+  std::vector<float> q(size_t(p.dim_qk)), scores(size_t(s.k_len)), acc(size_t(p.dim_v));
+  for (int64_t r = 0; r < n; ++r)
+    row_f32(a, p, s, kv, b, h, rows[r], q, scores, acc, out + r * p.dim_v, lse ? lse + r : nullptr);
+}
+
 Status emulated_forward(const Args& a, const Problem& p) {
   parallel_for(p.batch * p.heads_kv, a.num_threads, [&](int64_t item) {
     const int64_t b = item / p.heads_kv, hk = item % p.heads_kv;

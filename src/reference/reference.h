@@ -25,10 +25,18 @@ namespace longattn::detail {
 void reference_rows(const Args& a, const Problem& p, int64_t b, int64_t h, int64_t row_begin,
                     int64_t row_end, double* out, double* lse);
 
+// Arbitrary rows rows[0..n) of sequence b, query head h (one K/V gather for all of them:
+// prefer this to n single-row reference_rows calls when sampling long sequences).
+void reference_rows_at(const Args& a, const Problem& p, int64_t b, int64_t h, const int64_t* rows,
+                       int64_t n, double* out, double* lse);
+
 // Same rows in emulated input precision. Values in `out` are already rounded to the output
 // dtype (stored as float); `lse` is float32.
 void emulated_rows(const Args& a, const Problem& p, int64_t b, int64_t h, int64_t row_begin,
                    int64_t row_end, float* out, float* lse);
+
+void emulated_rows_at(const Args& a, const Problem& p, int64_t b, int64_t h, const int64_t* rows,
+                      int64_t n, float* out, float* lse);
 
 // Writes a.out / a.lse with the emulated-precision result (tests, and a "naive" baseline).
 Status emulated_forward(const Args& a, const Problem& p);

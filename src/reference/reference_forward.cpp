@@ -75,6 +75,16 @@ void reference_rows(const Args& a, const Problem& p, int64_t b, int64_t h, int64
   }
 }
 
+void reference_rows_at(const Args& a, const Problem& p, int64_t b, int64_t h, const int64_t* rows,
+                       int64_t n, double* out, double* lse) {
+  const SeqInfo s = seq_info(a, p, b);
+  KvRows<double> kv;
+  gather_kv(a, p, b, h / p.group, s, &kv);
+  std::vector<double> q(size_t(p.dim_qk)), scores(size_t(s.k_len));
+  for (int64_t r = 0; r < n; ++r)
+    row_f64(a, p, s, kv, b, h, rows[r], q, scores, out + r * p.dim_v, lse ? lse + r : nullptr);
+}
+
 Status reference_forward(const Args& a, const Problem& p) {
   // Work item: one (sequence, kv head); its K/V are gathered once for the whole group.
   parallel_for(p.batch * p.heads_kv, a.num_threads, [&](int64_t item) {

@@ -111,6 +111,34 @@ TEST(OracleRule, DetectsWrongCausalAlignment) {
   EXPECT_FALSE(check_against_reference(c.args).failure.empty());
 }
 
+// Sampled rows (the CLI and GPU tests check a sample) equal the same rows computed in order.
+TEST(OracleRule, RowsAtEqualsRowRange) {
+  CaseSpec s;
+  s.ragged_q = true, s.page_size = 3, s.mask.causal = true, s.sinks = true, s.seed = 72;
+  Case c = make_case(s);
+  detail::Problem p;
+  ASSERT_TRUE(detail::build_problem(c.args, &p).ok());
+  const int64_t b = 0, h = 3, n = s.seq_q;  // sequence 0 has the full length
+  std::vector<double> ref(size_t(n * s.dim_v)), lse(static_cast<size_t>(n));
+  std::vector<float> emu(size_t(n * s.dim_v)), emu_lse(static_cast<size_t>(n));
+  detail::reference_rows(c.args, p, b, h, 0, n, ref.data(), lse.data());
+  detail::emulated_rows(c.args, p, b, h, 0, n, emu.data(), emu_lse.data());
+  const std::vector<int64_t> rows = {n - 1, 0, 5, 5};
+  std::vector<double> ref2(rows.size() * size_t(s.dim_v)), lse2(rows.size());
+  std::vector<float> emu2(rows.size() * size_t(s.dim_v)), else2(rows.size());
+  detail::reference_rows_at(c.args, p, b, h, rows.data(), 4, ref2.data(), lse2.data());
+  detail::emulated_rows_at(c.args, p, b, h, rows.data(), 4, emu2.data(), else2.data());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const size_t i = size_t(rows[r]);
+    EXPECT_EQ(lse2[r], lse[i]);
+    EXPECT_EQ(else2[r], emu_lse[i]);
+    for (size_t d = 0; d < size_t(s.dim_v); ++d) {
+      ASSERT_EQ(ref2[r * size_t(s.dim_v) + d], ref[i * size_t(s.dim_v) + d]);
+      ASSERT_EQ(emu2[r * size_t(s.dim_v) + d], emu[i * size_t(s.dim_v) + d]);
+    }
+  }
+}
+
 TEST(OracleRule, DetectsBackendError) {
   Case c = make_case(CaseSpec{});
   c.args.backend = Backend::cuda;  // host tensors: refused
