@@ -32,8 +32,10 @@ void row_f32(const Args& a, const Problem& p, const SeqInfo& s, const KvRows<flo
   int64_t lo, hi;
   visible_range(p.mask, i + p.mask.offset(s.q_len, s.k_len), s.k_len, &lo, &hi);
   for (int64_t d = 0; d < p.dim_v; ++d) out[d] = 0.0f;
+  float sink = kNegInf;
+  if (p.has_sinks) sink = load_as_float(a.sinks.data, DType::f32, h * a.sinks.stride[0]);
   if (lo >= hi) {
-    if (lse) *lse = kNegInf;
+    if (lse) *lse = sink;
     return;
   }
   float m = kNegInf;
@@ -46,11 +48,7 @@ void row_f32(const Args& a, const Problem& p, const SeqInfo& s, const KvRows<flo
     scores[size_t(j - lo)] = x;
     if (x > m) m = x;
   }
-  float sink = kNegInf;
-  if (p.has_sinks) {
-    sink = load_as_float(a.sinks.data, DType::f32, h * a.sinks.stride[0]);
-    if (sink > m) m = sink;
-  }
+  if (sink > m) m = sink;
   float sum = p.has_sinks ? std::exp(sink - m) : 0.0f;
   for (int64_t d = 0; d < p.dim_v; ++d) acc[size_t(d)] = 0.0f;
   for (int64_t j = lo; j < hi; ++j) {

@@ -10,7 +10,9 @@
 //   s_j = scale * (q_i . k_j) * q_descale * k_descale, then softcap: s_j = cap*tanh(s_j/cap),
 //   for the visible keys j (mask_rule.h); the sink logit joins the denominator only:
 //   lse = log(exp(sink) + sum_j exp(s_j)),  out = sum_j exp(s_j - lse) * v_j * v_descale.
-//   A row with no visible key gives out = 0 and lse = -inf, with or without a sink.
+//   A row with no visible key gives out = 0 and lse = log(exp(sink)) = sink, or -inf without
+//   a sink: the LSE is always the log of the softmax denominator, so combining partial
+//   results (one of which carries the sink) stays exact.
 #pragma once
 
 #include <cstdint>

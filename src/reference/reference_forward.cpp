@@ -25,8 +25,10 @@ void row_f64(const Args& a, const Problem& p, const SeqInfo& s, const KvRows<dou
   int64_t lo, hi;
   visible_range(p.mask, i + p.mask.offset(s.q_len, s.k_len), s.k_len, &lo, &hi);
   for (int64_t d = 0; d < p.dim_v; ++d) out[d] = 0.0;
-  if (lo >= hi) {  // no visible key: 0 and -inf, even with a sink (longattn.h)
-    if (lse) *lse = kNegInf;
+  double sink = kNegInf;
+  if (p.has_sinks) sink = load_as_double(a.sinks.data, DType::f32, h * a.sinks.stride[0]);
+  if (lo >= hi) {  // no visible key: out 0; the denominator holds only the sink (if any)
+    if (lse) *lse = sink;
     return;
   }
   double m = kNegInf;
@@ -43,11 +45,7 @@ void row_f64(const Args& a, const Problem& p, const SeqInfo& s, const KvRows<dou
     scores[size_t(j - lo)] = x;
     if (x > m) m = x;
   }
-  double sink = kNegInf;
-  if (p.has_sinks) {
-    sink = load_as_double(a.sinks.data, DType::f32, h * a.sinks.stride[0]);
-    if (sink > m) m = sink;
-  }
+  if (sink > m) m = sink;
   // m is finite unless inputs hold inf/NaN; then NaN propagates like the kernels'.
   double sum = p.has_sinks ? std::exp(sink - m) : 0.0;
   for (int64_t j = lo; j < hi; ++j) {

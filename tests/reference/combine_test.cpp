@@ -91,6 +91,30 @@ TEST(Combine, EmptyPartialContributesNothing) {
   EXPECT_TRUE(lse.bytes == whole.lse.bytes);
 }
 
+// Sinks under split-KV: the sink joins exactly one split's denominator, and that split may
+// see no key at all. Its LSE must then be the sink (not -inf), or the merge loses the sink.
+TEST(Combine, SinkCarriedByAKeylessSplit) {
+  CaseSpec s = spec();
+  s.sinks = true;
+  Case whole = make_case(s);
+  ASSERT_TRUE(forward(whole.args).ok());
+  CaseSpec no_sink = s;
+  no_sink.sinks = false;
+  Case a = key_slice(s, whole, 0, 0);         // the sink and no key
+  Case b = key_slice(no_sink, whole, 0, 29);  // every key, no sink
+  for (int64_t i = 0; i < a.lse.t.numel(); ++i) {
+    ASSERT_EQ(get(a.lse, i), get(a.sinks.t, {i / 11}));
+    ASSERT_EQ(get(a.out, i), 0.0);
+  }
+  Partials p = stack({&a, &b});
+  HostTensor out = empty_tensor(DType::f32, {11, 3, 20}), lse = empty_tensor(DType::f32, {3, 11});
+  CombineArgs c;
+  c.out_partial = p.out.t, c.lse_partial = p.lse.t, c.out = out.t, c.lse = lse.t;
+  ASSERT_TRUE(combine(c).ok());
+  for (int64_t i = 0; i < out.t.numel(); ++i) ASSERT_NEAR(get(out, i), get(whole.out, i), 2e-6) << i;
+  for (int64_t i = 0; i < lse.t.numel(); ++i) ASSERT_NEAR(get(lse, i), get(whole.lse, i), 2e-6) << i;
+}
+
 // All partials empty: out 0 and lse -inf, never NaN.
 TEST(Combine, AllEmptyGivesZeroAndMinusInf) {
   HostTensor op = random_tensor(DType::bf16, {2, 4, 2, 8}, 61);
