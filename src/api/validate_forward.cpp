@@ -251,6 +251,8 @@ Status build_problem(const Args& a, Problem* out_problem) {
   p.mask.window_left = m.window_left;
   p.mask.window_right = m.window_right;
   p.mask.chunk = m.chunk_size;
+  if (a.num_threads < 0)
+    return invalid("num_threads: " + to_string(a.num_threads) + ", expected >= 0 (0: automatic)");
   if (a.max_seqlen_q < 0)
     return invalid("max_seqlen_q: " + to_string(a.max_seqlen_q) + ", expected >= 0");
   if (a.max_seqlen_k < 0)

@@ -220,6 +220,12 @@ TEST_F(Bad, SoftcapInf) {
   expect_invalid(a, "softcap");
 }
 
+TEST_F(Bad, NegativeThreadCount) {
+  Args a = c.args;
+  a.num_threads = -2;
+  expect_invalid(a, "num_threads", "-2");
+}
+
 // --- masks -------------------------------------------------------------------------------
 TEST_F(Bad, WindowLeftBelowMinusOne) {
   Args a = c.args;
