@@ -1,6 +1,7 @@
 // Validation of forward arguments and construction of the normalized detail::Problem.
 // Every check runs before any memory is written; the first failure is returned with a
 // message naming the argument, what was expected and what was given.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -248,9 +249,13 @@ Status build_problem(const Args& a, Problem* out_problem) {
     return invalid("mask.align: unknown value " + to_string(int(m.align)));
   p.mask.causal = m.causal;
   p.mask.top_left = m.align == CausalAlign::top_left;
-  p.mask.window_left = m.window_left;
-  p.mask.window_right = m.window_right;
-  p.mask.chunk = m.chunk_size;
+  // Any extent past 2^40 acts like 2^40 on every sequence int32 offsets can describe; the
+  // clamp keeps p - window_left, p + window_right + 1 and chunk arithmetic from overflowing
+  // (callers pass INT64_MAX-like values for "huge").
+  constexpr int64_t kHuge = int64_t(1) << 40;
+  p.mask.window_left = std::min(m.window_left, kHuge);
+  p.mask.window_right = std::min(m.window_right, kHuge);
+  p.mask.chunk = std::min(m.chunk_size, kHuge);
   if (a.num_threads < 0)
     return invalid("num_threads: " + to_string(a.num_threads) + ", expected >= 0 (0: automatic)");
   if (a.max_seqlen_q < 0)

@@ -192,6 +192,31 @@ TEST(ClosedForm, WindowCoveringEverythingEqualsNoMask) {
   EXPECT_TRUE(plain.lse.bytes == wide.lse.bytes);
 }
 
+// Huge windows and chunks (INT64_MAX) behave like unbounded ones, without overflow.
+TEST(ClosedForm, HugeWindowAndChunkEqualNoLimit) {
+  CaseSpec s;
+  s.seq_q = 19, s.seq_k = 7, s.seed = 23;  // seq_q > seq_k: negative positions occur
+  s.mask.causal = true;
+  Case causal = make_case(s);
+  s.mask.window_left = INT64_MAX;
+  Case window = make_case(s);
+  s.mask.window_left = -1, s.mask.chunk_size = INT64_MAX;
+  Case chunk = make_case(s);
+  run(causal);
+  run(window);
+  run(chunk);
+  EXPECT_TRUE(causal.out.bytes == window.out.bytes);
+  EXPECT_TRUE(causal.out.bytes == chunk.out.bytes);
+  CaseSpec r;
+  r.seq_q = 19, r.seq_k = 7, r.seed = 23, r.mask.window_right = INT64_MAX;
+  Case right = make_case(r);
+  r.mask.window_right = -1;
+  Case none = make_case(r);
+  run(right);
+  run(none);
+  EXPECT_TRUE(right.out.bytes == none.out.bytes);
+}
+
 // Causal is the same as a window (unbounded left, 0 right).
 TEST(ClosedForm, CausalEqualsZeroRightWindow) {
   CaseSpec s;
