@@ -1,7 +1,10 @@
 // Scalar element conversions for host code (reference backend, tests, tools).
 // All float -> narrow conversions round to nearest, ties to even (what the GPU's cvt.rn and
 // PyTorch/NumPy casts do), so the reference sees exactly the values the kernels see.
+#include <array>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "common/problem.h"
@@ -56,13 +59,23 @@ uint16_t float_to_f16(float x) {
 }
 
 // e4m3 "fn": 1 sign, 4 exponent (bias 7), 3 mantissa bits; no inf; S.1111.111 is NaN.
-float e4m3_to_float(uint8_t b) {
+float e4m3_decode(uint8_t b) {
   uint32_t exp = (b >> 3) & 0xfu, man = b & 7u;
   float v;
   if (exp == 0xf && man == 7) v = std::nanf("");
   else if (exp == 0) v = std::ldexp(float(man), -9);
   else v = std::ldexp(float(8 + man), int(exp) - 10);
   return (b & 0x80u) ? -v : v;
+}
+
+// 256 entries, built once: the reference and the tools read fp8 element by element.
+float e4m3_to_float(uint8_t b) {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[size_t(i)] = e4m3_decode(uint8_t(i));
+    return t;
+  }();
+  return table[b];
 }
 
 // Positive codes 0x00..0x7e are strictly increasing in value, so rounding is a search for
@@ -108,7 +121,14 @@ void store_from_float(void* base, DType t, int64_t offset, float x) {
     case DType::f16: static_cast<uint16_t*>(base)[offset] = float_to_f16(x); return;
     case DType::bf16: static_cast<uint16_t*>(base)[offset] = float_to_bf16(x); return;
     case DType::e4m3: static_cast<uint8_t*>(base)[offset] = float_to_e4m3(x); return;
-    case DType::i32: static_cast<int32_t*>(base)[offset] = int32_t(x); return;
+    case DType::i32: {  // saturating; NaN -> 0 (a float-to-int cast of those is undefined)
+      int32_t v = 0;
+      if (x >= 2147483648.0f) v = INT32_MAX;
+      else if (x <= -2147483648.0f) v = INT32_MIN;
+      else if (x == x) v = int32_t(x);
+      static_cast<int32_t*>(base)[offset] = v;
+      return;
+    }
   }
 }
 
