@@ -1,0 +1,181 @@
+// The longattn Python extension: DLPack tensors (NumPy, PyTorch CPU/CUDA, anything with
+// __dlpack__) in, longattn::forward / combine out. Framework-free: the pure-Python layer
+// (python/longattn/) allocates outputs in the caller's framework and passes them here.
+//
+// Each tensor argument is a pair (array, dtype) where dtype is "" (use the array's own
+// dtype) or an override for element types DLPack producers cannot express: NumPy's
+// ml_dtypes bfloat16 / float8 arrive as uint16 / uint8 views tagged "bf16" / "e4m3".
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <string>
+
+#include "longattn/longattn.h"
+
+namespace nb = nanobind;
+using longattn::DType;
+using longattn::Status;
+using longattn::Tensor;
+
+namespace {
+
+using Array = nb::ndarray<nb::ro>;
+
+[[noreturn]] void raise(PyObject* type, const std::string& msg) {
+  PyErr_SetString(type, msg.c_str());
+  throw nb::python_error();
+}
+
+// C++ Status -> the Python exception the FlashAttention-style API documents.
+void raise_if_error(const Status& s) {
+  if (s.ok()) return;
+  switch (s.code()) {
+    case Status::Code::invalid_argument: raise(PyExc_ValueError, s.message());
+    case Status::Code::not_supported: raise(PyExc_NotImplementedError, s.message());
+    default: raise(PyExc_RuntimeError, s.message());
+  }
+}
+
+DType element_type(const Array& a, const std::string& override_name, const std::string& name) {
+  const nb::dlpack::dtype t = a.dtype();
+  const auto code = static_cast<nb::dlpack::dtype_code>(t.code);
+  if (!override_name.empty()) {
+    // The override reinterprets bits: the storage width must match.
+    if (override_name == "bf16" && t.bits == 16) return DType::bf16;
+    if (override_name == "e4m3" && t.bits == 8) return DType::e4m3;
+    raise(PyExc_TypeError, name + ": cannot view a " + std::to_string(t.bits) + "-bit array as " +
+                               override_name);
+  }
+  if (t.lanes == 1) {
+    if (code == nb::dlpack::dtype_code::Float && t.bits == 32) return DType::f32;
+    if (code == nb::dlpack::dtype_code::Float && t.bits == 16) return DType::f16;
+    if (code == nb::dlpack::dtype_code::Bfloat && t.bits == 16) return DType::bf16;
+    if (code == nb::dlpack::dtype_code::Float8_E4M3FN && t.bits == 8) return DType::e4m3;
+    if (code == nb::dlpack::dtype_code::Int && t.bits == 32) return DType::i32;
+  }
+  raise(PyExc_TypeError, name + ": unsupported dtype (DLPack code " + std::to_string(t.code) +
+                             ", " + std::to_string(t.bits) +
+                             " bits); use float32, float16, bfloat16, float8_e4m3fn or int32");
+}
+
+Tensor to_tensor(nb::handle pair, const std::string& name) {
+  if (pair.is_none()) return Tensor{};
+  nb::tuple tp = nb::cast<nb::tuple>(pair);
+  Array a = nb::cast<Array>(tp[0]);
+  std::string override_name = nb::cast<std::string>(tp[1]);
+  Tensor t;
+  if (a.ndim() > static_cast<size_t>(longattn::kMaxRank))
+    raise(PyExc_ValueError, name + ": rank " + std::to_string(a.ndim()) + " is above 4");
+  t.dtype = element_type(a, override_name, name);
+  switch (a.device_type()) {
+    case nb::device::cpu::value:
+    case nb::device::cuda_host::value: t.device = {longattn::DeviceKind::cpu, 0}; break;
+    case nb::device::cuda::value:
+    case nb::device::cuda_managed::value:
+      t.device = {longattn::DeviceKind::cuda, static_cast<int>(a.device_id())};
+      break;
+    default: raise(PyExc_TypeError, name + ": tensors must live on the CPU or a CUDA device");
+  }
+  t.rank = static_cast<int>(a.ndim());
+  for (int d = 0; d < t.rank; ++d) {
+    t.shape[d] = static_cast<int64_t>(a.shape(static_cast<size_t>(d)));
+    t.stride[d] = static_cast<int64_t>(a.stride(static_cast<size_t>(d)));
+  }
+  // Output tensors are written through this pointer; the Python layer only passes arrays
+  // it allocated or that the caller handed in as writable `out=`.
+  t.data = const_cast<void*>(a.data());
+  // An empty array may have a null pointer; keep it "present" so validation reports shapes.
+  static char empty_sentinel;
+  if (t.data == nullptr && t.numel() == 0) t.data = &empty_sentinel;
+  return t;
+}
+
+longattn::Backend backend_from(const std::string& s) {
+  if (s == "auto") return longattn::Backend::automatic;
+  if (s == "reference") return longattn::Backend::reference;
+  if (s == "cpu") return longattn::Backend::cpu;
+  if (s == "cuda") return longattn::Backend::cuda;
+  raise(PyExc_ValueError, "backend: expected auto, reference, cpu or cuda, got '" + s + "'");
+}
+
+// All arguments by keyword from the Python layer (python/longattn/_core.py).
+void forward(nb::dict t, std::optional<float> softmax_scale, float softcap, bool causal,
+             bool top_left, int64_t window_left, int64_t window_right, int64_t chunk_size,
+             int64_t max_seqlen_q, int64_t max_seqlen_k, const std::string& backend,
+             uintptr_t stream, int num_threads, bool check_page_table) {
+  auto get = [&](const char* name) {
+    return t.contains(name) ? to_tensor(t[name], name) : Tensor{};
+  };
+  longattn::Args a;
+  a.q = get("q");
+  a.k = get("k");
+  a.v = get("v");
+  a.out = get("out");
+  a.lse = get("lse");
+  a.cu_seqlens_q = get("cu_seqlens_q");
+  a.cu_seqlens_k = get("cu_seqlens_k");
+  a.seqused_k = get("seqused_k");
+  a.page_table = get("page_table");
+  a.sinks = get("sinks");
+  a.q_descale = get("q_descale");
+  a.k_descale = get("k_descale");
+  a.v_descale = get("v_descale");
+  a.max_seqlen_q = max_seqlen_q;
+  a.max_seqlen_k = max_seqlen_k;
+  a.softmax_scale = softmax_scale;
+  a.softcap = softcap;
+  a.mask.causal = causal;
+  a.mask.align = top_left ? longattn::CausalAlign::top_left : longattn::CausalAlign::bottom_right;
+  a.mask.window_left = window_left;
+  a.mask.window_right = window_right;
+  a.mask.chunk_size = chunk_size;
+  a.backend = backend_from(backend);
+  a.stream = reinterpret_cast<void*>(stream);
+  a.num_threads = num_threads;
+  a.check_page_table = check_page_table;
+  Status s;
+  {
+    // Long CPU computations must not hold the GIL; the arrays stay referenced by `t`.
+    nb::gil_scoped_release release;
+    s = longattn::forward(a);
+  }
+  raise_if_error(s);
+}
+
+void combine(nb::dict t, const std::string& backend, uintptr_t stream) {
+  auto get = [&](const char* name) {
+    return t.contains(name) ? to_tensor(t[name], name) : Tensor{};
+  };
+  longattn::CombineArgs a;
+  a.out_partial = get("out_partial");
+  a.lse_partial = get("lse_partial");
+  a.out = get("out");
+  a.lse = get("lse");
+  a.backend = backend_from(backend);
+  a.stream = reinterpret_cast<void*>(stream);
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = longattn::combine(a);
+  }
+  raise_if_error(s);
+}
+
+}  // namespace
+
+NB_MODULE(_longattn, m) {
+  m.doc() = "longattn C++ core (use the `longattn` package, not this module)";
+  m.def("forward", &forward, nb::arg("tensors"), nb::arg("softmax_scale").none(),
+        nb::arg("softcap"), nb::arg("causal"), nb::arg("top_left"), nb::arg("window_left"),
+        nb::arg("window_right"), nb::arg("chunk_size"), nb::arg("max_seqlen_q"),
+        nb::arg("max_seqlen_k"), nb::arg("backend"), nb::arg("stream"), nb::arg("num_threads"),
+        nb::arg("check_page_table"),
+        "longattn::forward on DLPack tensors given as {name: (array, dtype override)}.");
+  m.def("combine", &combine, nb::arg("tensors"), nb::arg("backend"), nb::arg("stream"),
+        "longattn::combine on DLPack tensors.");
+  m.def("cuda_available", &longattn::cuda_available,
+        "True when this build has the CUDA backend and an sm_90 device is visible.");
+  m.def("version", &longattn::version, "Library version string.");
+}
