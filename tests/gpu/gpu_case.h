@@ -1,0 +1,36 @@
+// One attention problem on the GPU and its check against the float64 reference (oracle
+// rule, STYLE.md): host inputs, device copies, poisoned outputs, sampled reference rows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "longattn/longattn.h"
+
+namespace longattn::gputest {
+
+struct Shape {
+  int64_t batch = 1, seq_q = 128, seq_k = 128, heads_q = 4, heads_kv = 4, dim = 128;
+  bool causal = false, top_left = false, lse = true;
+  DType in = DType::bf16, out = DType::bf16;
+  float q_range = 3.f;             // q ~ U(-q_range, q_range), k, v ~ U(-1, 1)
+  float scale = 0.f;               // 0: default 1/sqrt(d)
+  int64_t rows_per_head = 1 << 30;  // reference rows checked per (b, h): sampled beyond this
+  uint64_t seed = 1;
+  std::string name() const;
+};
+
+struct CheckResult {
+  Status status;
+  double max_err = 0, naive_err = 0, lse_err = 0, lse_naive = 0;
+  int64_t nan_out = 0, nan_lse = 0, rows_checked = 0;
+  std::string failure;  // empty: passed
+  std::vector<uint8_t> out_bytes;  // the whole output (for determinism checks)
+};
+
+// Runs longattn::forward with backend=cuda on device copies of random inputs, then checks
+// the sampled rows (every written element is checked for NaN: outputs are poisoned first).
+CheckResult run_case(const Shape& s, double atol = 1e-3);
+
+}  // namespace longattn::gputest

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# GPU test script, run on the device machine from the repo root:
+#   tests/gpu/run.sh [BIN_DIR]
+# BIN_DIR holds prebuilt test_gpu_primitives, test_gpu_forward and liblongattn_capi.so (built
+# elsewhere with -cudart static); without it everything is built here into build-gpu.
+# STAGES (env) picks what runs: any of "prim fwd san bench" (default: all). Logs go to $OUT.
+set -u
+OUT=${OUT:-/tmp/longattn-gpu}
+mkdir -p "$OUT"
+STAGES=${STAGES:-"prim fwd san bench"}
+BIN=${1:-}
+if [ -z "$BIN" ]; then
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLONGATTN_TOOLS=OFF >"$OUT/cmake.log" 2>&1 &&
+    cmake --build build-gpu -j16 --target test_gpu_primitives test_gpu_forward longattn_capi >>"$OUT/cmake.log" 2>&1 ||
+    { tail -50 "$OUT/cmake.log"; exit 1; }
+  BIN=$OUT/bin
+  mkdir -p "$BIN"
+  cp build-gpu/tests/gpu/test_gpu_primitives build-gpu/tests/gpu/test_gpu_forward build-gpu/bench/gpu/liblongattn_capi.so "$BIN"/
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/device.txt"
+declare -A RES
+run() {  # name, command...
+  local name=$1; shift
+  local t0=$(date +%s)
+  "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  RES[$name]="rc=$rc $(( $(date +%s) - t0 ))s"
+  grep -E "^\[  (PASSED|FAILED) |FAILED  \]|ERROR SUMMARY|RACECHECK SUMMARY|primitives:" "$OUT/$name.log" | head -20
+  return $rc
+}
+for st in $STAGES; do
+  case $st in
+    prim) run primitives "$BIN/test_gpu_primitives" ;;
+    fwd)
+      run forward "$BIN/test_gpu_forward"
+      grep -E "^b[0-9]" "$OUT/forward.log" | sort -u > "$OUT/forward_errors.txt" ;;
+    san)
+      F='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128*:Core/GpuForward.MatchesReference/b1_sq128_sk128*:GpuForwardEmpty.*'
+      run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$F"
+      run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128_causal*' ;;
+    bench)
+      PYTHONUNBUFFERED=1 run bench python3 bench/gpu/bench.py --lib "$BIN/liblongattn_capi.so" --out "$OUT"
+      cat "$OUT/bench.log" | tail -30 ;;
+  esac
+done
+echo "== summary =="
+for k in "${!RES[@]}"; do echo "$k: ${RES[$k]}"; done

@@ -1,0 +1,183 @@
+// Unit tests of the sm90 primitives on the device, each against a CPU computation:
+//  - TMA 128B-swizzle round trip (tensor map -> shared memory -> the swizzle formula),
+//  - wgmma SS with K-major A and B (S = A B^T over two 64-column chunks, the kernel's gemm_qk),
+//  - the S -> P fragment conversion + wgmma RS with MN-major B (O = P V, the kernel's gemm_pv),
+//  - wgmma SS with MN-major B (D = A[:, :64] V).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cuda/ptx/tensor_map.h"
+#include "cuda/sm90/mainloop.cuh"
+
+namespace longattn::cuda {
+namespace {
+
+constexpr int kRows = 64, kDim = 128, kTileBytes = kRows * kDim * 2;
+
+struct TestCfg {
+  using Element = __nv_bfloat16;
+  static constexpr int kHeadDim = kDim, kBlockM = kRows, kBlockN = kRows;
+};
+
+__device__ int frag_row(int tid, int e) { return (tid / 32) * 16 + (tid % 32) / 4 + 8 * (e / 2); }
+__device__ int frag_col(int tid, int c, int e) { return 8 * c + 2 * (tid % 4) + (e % 2); }
+
+template <int N>
+__device__ void store_frag(float* out, const float (&d)[N / 2], int tid) {
+  for (int c = 0; c < N / 8; ++c)
+    for (int e = 0; e < 4; ++e) out[frag_row(tid, e) * N + frag_col(tid, c, e)] = d[4 * c + e];
+}
+
+__global__ void __launch_bounds__(128) primitives_kernel(
+    const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+    const __grid_constant__ CUtensorMap tm_v, __nv_bfloat16* a_rt, float* s_out, float* o_out,
+    float* d2_out) {
+  extern __shared__ uint8_t raw[];
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+  uint8_t *sa = base, *sb = base + kTileBytes, *sv = base + 2 * kTileBytes;
+  uint64_t* bar = reinterpret_cast<uint64_t*>(base + 3 * kTileBytes);
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    ptx::mbar_init(bar, 1);
+    ptx::mbar_fence_init();
+  }
+  __syncthreads();
+  if (tid == 0) {
+    ptx::mbar_arrive_expect_tx(bar, 3 * kTileBytes);
+    ptx::tma_load_5d(sa, &tm_a, bar, 0, 0, 0, 0, 0);
+    ptx::tma_load_5d(sb, &tm_b, bar, 0, 0, 0, 0, 0);
+    ptx::tma_load_5d(sv, &tm_v, bar, 0, 0, 0, 0, 0);
+  }
+  ptx::mbar_wait(bar, 0);
+
+  // Round trip: 16-byte unit u of row r sits at unit u ^ (r % 8) (128B swizzle).
+  for (int i = tid; i < kRows * kDim; i += 128) {
+    int r = i / kDim, c = i % kDim, ch = c / 64, cc = c % 64;
+    int byte = ch * kRows * 128 + r * 128 + ((((cc * 2) / 16) ^ (r % 8)) * 16) + (cc * 2) % 16;
+    a_rt[i] = *reinterpret_cast<const __nv_bfloat16*>(sa + byte);
+  }
+
+  float s[kRows / 2];
+  sm90::gemm_qk<TestCfg>(s, sa, sb);
+  ptx::wgmma_wait<0>();
+  ptx::pin(s);
+  store_frag<kRows>(s_out, s, tid);
+
+  uint32_t p[kRows / 4];
+  ptx::acc_to_a_frag<__nv_bfloat16>(s, p);
+  float o[kDim / 2];
+  for (int i = 0; i < kDim / 2; ++i) o[i] = 0.f;
+  sm90::gemm_pv<TestCfg>(o, p, sv);
+  ptx::wgmma_wait<0>();
+  ptx::pin(o);
+  store_frag<kDim>(o_out, o, tid);
+
+  float d2[kDim / 2];
+  ptx::wgmma_fence();
+  for (int kk = 0; kk < 4; ++kk) {
+    uint64_t da = ptx::desc_k_major(ptx::smem_u32(sa) + kk * 32);
+    uint64_t db = ptx::desc_mn_major(ptx::smem_u32(sv) + kk * 2048, kRows * 128);
+    ptx::wgmma_ss<__nv_bfloat16, kDim, 1>(d2, da, db, kk > 0);
+  }
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  ptx::pin(d2);
+  store_frag<kDim>(d2_out, d2, tid);
+}
+
+float bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+#define CK(x) ASSERT_EQ((x), cudaSuccess) << #x
+
+TEST(GpuPrimitives, TmaSwizzleWgmmaSsRsAndFragmentConversion) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> U(-1.f, 1.f);
+  std::vector<__nv_bfloat16> ha(kRows * kDim), hb(kRows * kDim), hv(kRows * kDim);
+  for (auto* h : {&ha, &hb, &hv})
+    for (auto& x : *h) x = __float2bfloat16_rn(U(rng));
+
+  __nv_bfloat16 *da, *db, *dv, *drt;
+  float *ds, *dO, *dd2;
+  CK(cudaMalloc(&da, kTileBytes));
+  CK(cudaMalloc(&db, kTileBytes));
+  CK(cudaMalloc(&dv, kTileBytes));
+  CK(cudaMalloc(&drt, kTileBytes));
+  CK(cudaMalloc(&ds, kRows * kRows * 4));
+  CK(cudaMalloc(&dO, kRows * kDim * 4));
+  CK(cudaMalloc(&dd2, kRows * kDim * 4));
+  CK(cudaMemcpy(da, ha.data(), kTileBytes, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(db, hb.data(), kTileBytes, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dv, hv.data(), kTileBytes, cudaMemcpyHostToDevice));
+  CK(cudaMemset(drt, 0xFF, kTileBytes));
+  CK(cudaMemset(ds, 0xFF, kRows * kRows * 4));
+  CK(cudaMemset(dO, 0xFF, kRows * kDim * 4));
+  CK(cudaMemset(dd2, 0xFF, kRows * kDim * 4));
+
+  CUtensorMap maps[3];
+  void* ptrs[3] = {da, db, dv};
+  for (int i = 0; i < 3; ++i) {
+    TileMapSpec s;
+    s.base = ptrs[i];
+    s.batch = 1;
+    s.heads = 1;
+    s.rows = kRows;
+    s.dim = kDim;
+    s.stride_batch = kRows * kDim;
+    s.stride_row = kDim;
+    s.stride_head = kDim;
+    s.box_rows = kRows;
+    ASSERT_EQ(encode_tile_map(s, &maps[i]), "");
+  }
+  const int smem = 3 * kTileBytes + 1024 + 64;
+  CK(cudaFuncSetAttribute(primitives_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  primitives_kernel<<<1, 128, smem>>>(maps[0], maps[1], maps[2], drt, ds, dO, dd2);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+
+  std::vector<__nv_bfloat16> rt(kRows * kDim);
+  std::vector<float> s(kRows * kRows), o(kRows * kDim), d2(kRows * kDim);
+  CK(cudaMemcpy(rt.data(), drt, kTileBytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(s.data(), ds, s.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(o.data(), dO, o.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(d2.data(), dd2, d2.size() * 4, cudaMemcpyDeviceToHost));
+
+  auto f = [](const std::vector<__nv_bfloat16>& x, int i) { return double(__bfloat162float(x[i])); };
+  int bad_rt = 0;
+  for (int i = 0; i < kRows * kDim; ++i) bad_rt += __bfloat162float(rt[i]) != __bfloat162float(ha[i]);
+  EXPECT_EQ(bad_rt, 0) << "TMA 128B-swizzle round trip";
+
+  double es = 0, eo = 0, ed = 0;
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kRows; ++c) {
+      double acc = 0;
+      for (int k = 0; k < kDim; ++k) acc += f(ha, r * kDim + k) * f(hb, c * kDim + k);
+      es = std::max(es, std::fabs(acc - s[r * kRows + c]));  // also catches NaN (unwritten)
+      if (std::isnan(s[r * kRows + c])) es = INFINITY;
+    }
+  EXPECT_LT(es, 1e-3) << "wgmma SS, K-major A and B (S = A B^T)";
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kDim; ++c) {
+      double acc = 0, acc2 = 0;
+      for (int k = 0; k < kRows; ++k) {
+        acc += double(bf(s[r * kRows + k])) * f(hv, k * kDim + c);
+        acc2 += f(ha, r * kDim + k) * f(hv, k * kDim + c);
+      }
+      double x = o[r * kDim + c], y = d2[r * kDim + c];
+      eo = std::isnan(x) ? INFINITY : std::max(eo, std::fabs(acc - x));
+      ed = std::isnan(y) ? INFINITY : std::max(ed, std::fabs(acc2 - y));
+    }
+  EXPECT_LT(eo, 1e-3) << "S->P conversion + wgmma RS, MN-major B (O = P V)";
+  EXPECT_LT(ed, 1e-3) << "wgmma SS, MN-major B (D = A V)";
+  printf("primitives: max err S %.2e, PV %.2e, A.V %.2e\n", es, eo, ed);
+  for (void* p : {(void*)da, (void*)db, (void*)dv, (void*)drt, (void*)ds, (void*)dO, (void*)dd2}) cudaFree(p);
+}
+
+}  // namespace
+}  // namespace longattn::cuda
