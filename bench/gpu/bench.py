@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""longattn vs PyTorch SDPA (cuDNN and FlashAttention-2 backends), side by side in one
+process on the same inputs.
+
+Input sets rotate so the working set exceeds L2 (each timed call reads a set the previous
+calls did not touch), every call is timed with CUDA events after warmup, and the median is
+reported. TFLOP/s are mask-aware: causal counts only visible (query, key) pairs. longattn's
+output is compared with cuDNN's (max abs diff) so a fast wrong kernel cannot pass.
+
+Usage: python3 bench/gpu/bench.py --lib path/to/liblongattn_capi.so --out DIR [--quick]
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def visible_pairs(sq, sk, causal):
+    if not causal:
+        return sq * sk
+    # bottom-right: query i sees keys <= i + sk - sq
+    off = sk - sq
+    tot = 0
+    # closed form over rows: min(sk, max(0, i + off + 1))
+    for i in range(sq):  # sq <= 16k: cheap enough
+        tot += min(sk, max(0, i + off + 1))
+    return tot
+
+
+class LongAttn:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        f = self.lib.longattn_bench_forward
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] + [ctypes.c_int64] * 6 + \
+            [ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+        self.err = ctypes.create_string_buffer(512)
+
+    def __call__(self, q, k, v, out, lse, causal):
+        b, sq, hq, d = q.shape
+        sk, hk = k.shape[1], k.shape[2]
+        st = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.longattn_bench_forward(
+            q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+            lse.data_ptr() if lse is not None else None,
+            0 if q.dtype == torch.bfloat16 else 1, b, sq, sk, hq, hk, d, int(causal), 0.0, st,
+            self.err, 512)
+        if rc != 0:
+            raise RuntimeError(self.err.value.decode())
+
+
+def time_fn(fn, nsets, warmup=3, iters=15):
+    for i in range(warmup):
+        fn(i % nsets)
+    torch.cuda.synchronize()
+    ts = []
+    for i in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn(i % nsets)
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e))
+    return statistics.median(ts), min(ts), max(ts)
+
+
+def run_shape(la, b, s, h, d, causal, dtype, l2_bytes, variants):
+    per_set = 4 * b * s * h * d * 2  # q, k, v, out
+    nsets = max(2, -(-3 * l2_bytes // per_set))
+    gen = torch.Generator(device="cuda").manual_seed(1000 + s + d + int(causal))
+    sets = []
+    for _ in range(nsets):
+        q = torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen)
+        k = torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen)
+        v = torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen)
+        o = torch.empty_like(q)
+        sets.append((q, k, v, o))
+    flops = 4.0 * b * h * d * visible_pairs(s, s, causal)
+    row = {"b": b, "seq": s, "h": h, "d": d, "causal": causal}
+
+    def sdpa(backend):
+        def f(i):
+            q, k, v, _ = sets[i]
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                      v.transpose(1, 2), is_causal=causal)
+        return f
+
+    ref = None
+    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
+        try:
+            out = sdpa(backend)(0)
+            if name == "cudnn":
+                ref = out.transpose(1, 2).float()
+            ms = time_fn(sdpa(backend), nsets)[0]
+            row[name] = flops / ms / 1e9
+        except Exception as ex:  # a backend may refuse a shape
+            row[name] = None
+            print(f"  {name} failed: {str(ex)[:120]}", file=sys.stderr)
+
+    for vname, env in variants:
+        os.environ.update(env)
+
+        def f(i):
+            q, k, v, o = sets[i]
+            la(q, k, v, o, None, causal)
+        f(0)
+        torch.cuda.synchronize()
+        if ref is not None:
+            row["maxdiff_" + vname] = (sets[0][3].float() - ref).abs().max().item()
+        ms = time_fn(f, nsets)[0]
+        row[vname] = flops / ms / 1e9
+    del sets
+    torch.cuda.empty_cache()
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    props = torch.cuda.get_device_properties(0)
+    l2 = getattr(props, "L2_cache_size", 50 << 20)
+    print(f"device: {props.name}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MB, "
+          f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    la = LongAttn(args.lib)
+    variants = [("lazy", {"LONGATTN_RESCALE_THRESHOLD": "8"}),
+                ("always", {"LONGATTN_RESCALE_THRESHOLD": "0"})]
+    shapes = []
+    seqs = [1024, 2048, 4096, 8192, 16384] if not args.quick else [2048, 8192]
+    for causal in (False, True):
+        for s in seqs:
+            shapes.append((16384 // s, s, 16, 128, causal))
+    for d in (64, 256):
+        for causal in (False, True):
+            shapes.append((2, 8192, 16, d, causal))
+    rows = []
+    for (b, s, h, d, c) in shapes:
+        r = run_shape(la, b, s, h, d, c, torch.bfloat16, l2, variants)
+        rows.append(r)
+        best = max(r["lazy"], r["always"])
+        print(f"  d{d} seq {s:5d} {'causal' if c else 'full  '}: cudnn {r['cudnn'] or 0:6.1f} fa2 {r['fa2'] or 0:6.1f} "
+              f"lazy {r['lazy']:6.1f} always {r['always']:6.1f} ratio {best / (r['cudnn'] or float('nan')):.3f} "
+              f"maxdiff {r.get('maxdiff_lazy', float('nan')):.2e}", flush=True)
+    with open(os.path.join(args.out, "bench.json"), "w") as fh:
+        json.dump({"device": props.name, "rows": rows}, fh, indent=1)
+
+    print(f"\n{props.name} -- TFLOP/s (bf16, mask-aware), ratio = longattn(best of lazy/always) / cuDNN")
+    print("| hdim | seq | mask | cuDNN | FA2 | longattn lazy | longattn always | ratio | max|diff| |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        best = max(r["lazy"], r["always"])
+        cud = r["cudnn"]
+        f = lambda x: f"{x:.0f}" if x else "-"
+        print(f"| {r['d']} | {r['seq']} | {'causal' if r['causal'] else 'full'} | {f(cud)} | {f(r['fa2'])} | "
+              f"{r['lazy']:.0f} | {r['always']:.0f} | {best / cud if cud else float('nan'):.2f} | "
+              f"{r.get('maxdiff_lazy', float('nan')):.1e} |")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for ax, c in zip(axes, (False, True)):
+            rs = [r for r in rows if r["d"] == 128 and r["causal"] == c]
+            xs = [str(r["seq"]) for r in rs]
+            for key, lab in (("cudnn", "cuDNN"), ("fa2", "FlashAttention-2"), ("lazy", "longattn lazy"),
+                             ("always", "longattn always")):
+                ax.plot(xs, [r[key] or 0 for r in rs], marker="o", label=lab)
+            ax.set_title(f"hdim 128, 16 heads, batch*seq=16k, {'causal' if c else 'non-causal'}")
+            ax.set_xlabel("seq")
+            ax.set_ylabel("TFLOP/s")
+            ax.grid(alpha=0.3)
+            ax.legend()
+        fig.suptitle(props.name)
+        fig.tight_layout()
+        fig.savefig(os.path.join(args.out, "bench.png"), dpi=110)
+    except Exception as ex:
+        print("chart failed:", ex)
+
+
+if __name__ == "__main__":
+    main()

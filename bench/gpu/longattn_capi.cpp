@@ -1,0 +1,37 @@
+// A tiny C ABI over longattn::forward for the Python benchmark (loaded with ctypes): raw
+// device pointers of contiguous (batch, seq, heads, dim) tensors, a stream, shapes.
+#include <cstdint>
+#include <cstring>
+
+#include "longattn/longattn.h"
+
+extern "C" {
+
+/// Runs forward on the CUDA backend. dtype: 0 bf16, 1 f16 (out has the same dtype); lse may
+/// be null; scale <= 0 means 1/sqrt(dim). Returns 0 on success, else writes a message to err.
+int longattn_bench_forward(void* q, void* k, void* v, void* out, void* lse, int dtype,
+                           int64_t batch, int64_t seq_q, int64_t seq_k, int64_t heads_q,
+                           int64_t heads_kv, int64_t dim, int causal, float scale, void* stream,
+                           char* err, int err_len) {
+  using namespace longattn;
+  const DType t = dtype == 0 ? DType::bf16 : DType::f16;
+  const Device g{DeviceKind::cuda, 0};
+  Args a;
+  a.q = make_tensor(q, t, {batch, seq_q, heads_q, dim}, g);
+  a.k = make_tensor(k, t, {batch, seq_k, heads_kv, dim}, g);
+  a.v = make_tensor(v, t, {batch, seq_k, heads_kv, dim}, g);
+  a.out = make_tensor(out, t, {batch, seq_q, heads_q, dim}, g);
+  if (lse) a.lse = make_tensor(lse, DType::f32, {batch, heads_q, seq_q}, g);
+  a.mask.causal = causal != 0;
+  if (scale > 0) a.softmax_scale = scale;
+  a.backend = Backend::cuda;
+  a.stream = stream;
+  Status s = forward(a);
+  if (s.ok()) return 0;
+  if (err && err_len > 0) {
+    std::strncpy(err, s.message().c_str(), size_t(err_len - 1));
+    err[err_len - 1] = 0;
+  }
+  return 1;
+}
+}
