@@ -1,4 +1,5 @@
-// The float64 oracle: attention evaluated from its definition, one query row at a time.
+// The float64 oracle: attention evaluated from its definition.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -11,66 +12,99 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// One query row. `scores` is scratch of at least kv.len entries.
-void row_f64(const Args& a, const Problem& p, const SeqInfo& s, const KvRows<double>& kv,
-             int64_t b, int64_t h, int64_t i, std::vector<double>& q, std::vector<double>& scores,
-             double* out, double* lse) {
-  const int64_t hk = h / p.group;
+// Rows are evaluated in blocks of up to kBlock so that each gathered K/V row is read from
+// memory once per block rather than once per query row (a long sequence's K/V do not fit
+// in cache; one row at a time the oracle was memory-bound). Per row the arithmetic, and
+// its order, are exactly the one-row definition: results do not depend on the blocking.
+constexpr int64_t kBlock = 16;
+
+struct Scratch {
+  std::vector<double> q, scores;  // kBlock x dim_qk, kBlock x k_len
+};
+
+// Rows rows[0..n) (n <= kBlock) of sequence b, query head h; `out` is n x dim_v.
+void block_f64(const Args& a, const Problem& p, const SeqInfo& s, const KvRows<double>& kv,
+               int64_t b, int64_t h, const int64_t* rows, int64_t n, Scratch& w, double* out,
+               double* lse) {
+  const int64_t hk = h / p.group, dq = p.dim_qk, dv = p.dim_v, len = s.k_len;
   const double qk_scale = double(p.scale) * double(descale(a.q_descale, b, hk)) *
                           double(descale(a.k_descale, b, hk));
   const double vd = descale(a.v_descale, b, hk);
-  const int64_t qo = q_offset(a, p, b, s, i, h);
-  for (int64_t d = 0; d < p.dim_qk; ++d) q[size_t(d)] = load_as_double(a.q.data, p.in_dtype, qo + d);
+  const double sink =
+      p.has_sinks ? load_as_double(a.sinks.data, DType::f32, h * a.sinks.stride[0]) : kNegInf;
+  w.q.resize(size_t(kBlock * dq));
+  w.scores.resize(size_t(kBlock * std::max<int64_t>(len, 1)));
 
-  int64_t lo, hi;
-  visible_range(p.mask, i + p.mask.offset(s.q_len, s.k_len), s.k_len, &lo, &hi);
-  for (int64_t d = 0; d < p.dim_v; ++d) out[d] = 0.0;
-  double sink = kNegInf;
-  if (p.has_sinks) sink = load_as_double(a.sinks.data, DType::f32, h * a.sinks.stride[0]);
-  if (lo >= hi) {  // no visible key: out 0; the denominator holds only the sink (if any)
-    if (lse) *lse = sink;
-    return;
+  int64_t lo[kBlock], hi[kBlock], jlo = len, jhi = 0;
+  double m[kBlock], sum[kBlock];
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t qo = q_offset(a, p, b, s, rows[r], h);
+    for (int64_t d = 0; d < dq; ++d) w.q[size_t(r * dq + d)] = load_as_double(a.q.data, p.in_dtype, qo + d);
+    visible_range(p.mask, rows[r] + p.mask.offset(s.q_len, len), len, &lo[r], &hi[r]);
+    if (lo[r] < hi[r]) jlo = std::min(jlo, lo[r]), jhi = std::max(jhi, hi[r]);
+    m[r] = kNegInf;
+    for (int64_t d = 0; d < dv; ++d) out[r * dv + d] = 0.0;
   }
-  double m = kNegInf;
-  for (int64_t j = lo; j < hi; ++j) {
-    const double* kj = &kv.k[size_t(j * p.dim_qk)];
-    // Four partial sums: shorter dependency chains, same float64 accuracy class.
-    double acc[4] = {0, 0, 0, 0};
-    int64_t d = 0;
-    for (; d + 4 <= p.dim_qk; d += 4)
-      for (int u = 0; u < 4; ++u) acc[u] += q[size_t(d + u)] * kj[d + u];
-    for (; d < p.dim_qk; ++d) acc[0] += q[size_t(d)] * kj[d];
-    double x = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * qk_scale;
-    if (p.softcap > 0.0f) x = double(p.softcap) * std::tanh(x / double(p.softcap));
-    scores[size_t(j - lo)] = x;
-    if (x > m) m = x;
+  // Scores s_j = scale * q.k_j (then softcap) of every visible key, and the row maxima.
+  for (int64_t j = jlo; j < jhi; ++j) {
+    const double* kj = &kv.k[size_t(j * dq)];
+    for (int64_t r = 0; r < n; ++r) {
+      if (j < lo[r] || j >= hi[r]) continue;
+      const double* q = &w.q[size_t(r * dq)];
+      double acc[4] = {0, 0, 0, 0};  // four partial sums: shorter dependency chains
+      int64_t d = 0;
+      for (; d + 4 <= dq; d += 4)
+        for (int u = 0; u < 4; ++u) acc[u] += q[d + u] * kj[d + u];
+      for (; d < dq; ++d) acc[0] += q[d] * kj[d];
+      double x = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * qk_scale;
+      if (p.softcap > 0.0f) x = double(p.softcap) * std::tanh(x / double(p.softcap));
+      w.scores[size_t(r * len + j)] = x;
+      if (x > m[r]) m[r] = x;
+    }
   }
-  if (sink > m) m = sink;
-  // m is finite unless inputs hold inf/NaN; then NaN propagates like the kernels'.
-  double sum = p.has_sinks ? std::exp(sink - m) : 0.0;
-  for (int64_t j = lo; j < hi; ++j) {
-    const double w = std::exp(scores[size_t(j - lo)] - m);
-    sum += w;
-    const double* vj = &kv.v[size_t(j * p.dim_v)];
-    for (int64_t d = 0; d < p.dim_v; ++d) out[d] += w * vj[d];
+  // The sink joins the maximum and the denominator, never the values. (m stays finite
+  // unless inputs hold inf/NaN; then NaN propagates, as in the kernels.)
+  for (int64_t r = 0; r < n; ++r) {
+    if (sink > m[r]) m[r] = sink;
+    sum[r] = p.has_sinks && lo[r] < hi[r] ? std::exp(sink - m[r]) : 0.0;
   }
-  const double norm = vd / sum;
-  for (int64_t d = 0; d < p.dim_v; ++d) out[d] *= norm;
-  if (lse) *lse = m + std::log(sum);
+  for (int64_t j = jlo; j < jhi; ++j) {
+    const double* vj = &kv.v[size_t(j * dv)];
+    for (int64_t r = 0; r < n; ++r) {
+      if (j < lo[r] || j >= hi[r]) continue;
+      const double e = std::exp(w.scores[size_t(r * len + j)] - m[r]);
+      sum[r] += e;
+      double* o = out + r * dv;
+      for (int64_t d = 0; d < dv; ++d) o[d] += e * vj[d];
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    if (lo[r] >= hi[r]) {  // no visible key: out 0; the denominator holds only the sink (if any)
+      if (lse) lse[r] = sink;
+      continue;
+    }
+    const double norm = vd / sum[r];
+    for (int64_t d = 0; d < dv; ++d) out[r * dv + d] *= norm;
+    if (lse) lse[r] = m[r] + std::log(sum[r]);
+  }
+}
+
+// Any row list, in blocks.
+void rows_f64(const Args& a, const Problem& p, const SeqInfo& s, const KvRows<double>& kv,
+              int64_t b, int64_t h, const int64_t* rows, int64_t n, double* out, double* lse) {
+  Scratch w;
+  for (int64_t r = 0; r < n; r += kBlock)
+    block_f64(a, p, s, kv, b, h, rows + r, std::min(kBlock, n - r), w, out + r * p.dim_v,
+              lse ? lse + r : nullptr);
 }
 
 }  // namespace
 
 void reference_rows(const Args& a, const Problem& p, int64_t b, int64_t h, int64_t row_begin,
                     int64_t row_end, double* out, double* lse) {
-  const SeqInfo s = seq_info(a, p, b);
-  KvRows<double> kv;
-  gather_kv(a, p, b, h / p.group, s, &kv);
-  std::vector<double> q(size_t(p.dim_qk)), scores(size_t(s.k_len));
-  for (int64_t i = row_begin; i < row_end; ++i) {
-    const int64_t r = i - row_begin;
-    row_f64(a, p, s, kv, b, h, i, q, scores, out + r * p.dim_v, lse ? lse + r : nullptr);
-  }
+  std::vector<int64_t> rows;
+  for (int64_t i = row_begin; i < row_end; ++i) rows.push_back(i);
+  reference_rows_at(a, p, b, h, rows.data(), int64_t(rows.size()), out, lse);
 }
 
 void reference_rows_at(const Args& a, const Problem& p, int64_t b, int64_t h, const int64_t* rows,
@@ -78,9 +112,7 @@ void reference_rows_at(const Args& a, const Problem& p, int64_t b, int64_t h, co
   const SeqInfo s = seq_info(a, p, b);
   KvRows<double> kv;
   gather_kv(a, p, b, h / p.group, s, &kv);
-  std::vector<double> q(size_t(p.dim_qk)), scores(size_t(s.k_len));
-  for (int64_t r = 0; r < n; ++r)
-    row_f64(a, p, s, kv, b, h, rows[r], q, scores, out + r * p.dim_v, lse ? lse + r : nullptr);
+  rows_f64(a, p, s, kv, b, h, rows, n, out, lse);
 }
 
 Status reference_forward(const Args& a, const Problem& p) {
@@ -91,16 +123,19 @@ Status reference_forward(const Args& a, const Problem& p) {
     if (s.q_len == 0) return;
     KvRows<double> kv;
     gather_kv(a, p, b, hk, s, &kv);
-    std::vector<double> q(size_t(p.dim_qk)), scores(size_t(s.k_len)), o(size_t(p.dim_v));
-    for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h)
+    std::vector<int64_t> rows(static_cast<size_t>(s.q_len));
+    for (int64_t i = 0; i < s.q_len; ++i) rows[size_t(i)] = i;
+    std::vector<double> o(size_t(s.q_len * p.dim_v)), lse(static_cast<size_t>(s.q_len));
+    for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
+      rows_f64(a, p, s, kv, b, h, rows.data(), s.q_len, o.data(), lse.data());
       for (int64_t i = 0; i < s.q_len; ++i) {
-        double lse;
-        row_f64(a, p, s, kv, b, h, i, q, scores, o.data(), &lse);
         const int64_t oo = out_offset(a, p, b, s, i, h);
-        for (int64_t d = 0; d < p.dim_v; ++d) store_from_float(a.out.data, p.out_dtype, oo + d, float(o[size_t(d)]));
+        for (int64_t d = 0; d < p.dim_v; ++d)
+          store_from_float(a.out.data, p.out_dtype, oo + d, float(o[size_t(i * p.dim_v + d)]));
         if (p.has_lse)
-          store_from_float(a.lse.data, DType::f32, lse_offset(a, p, b, s, i, h), float(lse));
+          store_from_float(a.lse.data, DType::f32, lse_offset(a, p, b, s, i, h), float(lse[size_t(i)]));
       }
+    }
   });
   return Status::Ok();
 }
