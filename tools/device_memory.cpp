@@ -40,6 +40,23 @@ void DeviceBuffer::download(void* host, size_t bytes) const {
   check(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
 }
 void device_synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+DeviceTimer::DeviceTimer() {
+  check(cudaEventCreate(reinterpret_cast<cudaEvent_t*>(&begin_)), "cudaEventCreate");
+  check(cudaEventCreate(reinterpret_cast<cudaEvent_t*>(&end_)), "cudaEventCreate");
+}
+DeviceTimer::~DeviceTimer() {
+  cudaEventDestroy(static_cast<cudaEvent_t>(begin_));
+  cudaEventDestroy(static_cast<cudaEvent_t>(end_));
+}
+void DeviceTimer::start() { check(cudaEventRecord(static_cast<cudaEvent_t>(begin_), nullptr), "cudaEventRecord"); }
+double DeviceTimer::stop_ms() {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(end_), nullptr), "cudaEventRecord");
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(end_)), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(begin_), static_cast<cudaEvent_t>(end_)),
+        "cudaEventElapsedTime");
+  return ms;
+}
 std::string device_name() {
   int dev = 0;
   cudaDeviceProp p{};
@@ -63,6 +80,10 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 void DeviceBuffer::upload(const void*, size_t) { no_cuda(); }
 void DeviceBuffer::download(void*, size_t) const { no_cuda(); }
 void device_synchronize() {}
+DeviceTimer::DeviceTimer() { no_cuda(); }
+DeviceTimer::~DeviceTimer() = default;
+void DeviceTimer::start() { no_cuda(); }
+double DeviceTimer::stop_ms() { no_cuda(); }
 std::string device_name() { return ""; }
 #endif
 

@@ -29,6 +29,23 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+/// GPU-side time of work on the legacy default stream (where the CLI launches), measured
+/// with CUDA events so host launch and synchronisation overheads are excluded.
+class DeviceTimer {
+ public:
+  DeviceTimer();
+  ~DeviceTimer();
+  DeviceTimer(const DeviceTimer&) = delete;
+  DeviceTimer& operator=(const DeviceTimer&) = delete;
+  void start();
+  /// Records the end, waits for it, returns milliseconds since start().
+  double stop_ms();
+
+ private:
+  void* begin_ = nullptr;
+  void* end_ = nullptr;
+};
+
 /// Waits for all work on the current device. Throws on a CUDA error.
 void device_synchronize();
 /// Name of the current CUDA device ("" without CUDA).

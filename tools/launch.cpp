@@ -143,9 +143,9 @@ void Launch::prepare() {
   on_device_ = true;
 }
 
-Status Launch::run() {
+Status Launch::run(bool wait) {
   Status st = longattn::forward(args_);
-  if (st.ok() && backend_ == Backend::cuda) device_synchronize();
+  if (st.ok() && wait && backend_ == Backend::cuda) device_synchronize();
   return st;
 }
 

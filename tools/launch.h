@@ -27,8 +27,8 @@ class Launch {
   Status validate() const { return longattn::validate(args_); }
   /// Copies every tensor to the device when the backend is cuda (outputs poisoned there too).
   void prepare();
-  /// One forward, waited for (so wall time is the kernel's time). Returns its Status.
-  Status run();
+  /// One forward. With `wait`, also waits for the device (CUDA) so results are ready.
+  Status run(bool wait = true);
   /// Brings outputs back to the host arrays below.
   void fetch();
 

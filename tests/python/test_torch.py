@@ -1,0 +1,209 @@
+"""PyTorch tensors: CPU tensors in CI when torch is installed; CUDA tests (marked `gpu`) run
+on a Hopper device with a CUDA build of longattn. Skipped cleanly without torch / a GPU."""
+
+import numpy as np
+import pytest
+
+import longattn
+from conftest import assert_oracle
+
+torch = pytest.importorskip("torch")
+
+HAS_GPU = torch.cuda.is_available() and longattn.cuda_available()
+gpu = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA sm_90 device and a CUDA build of longattn")
+
+
+def to_np(x):
+    """torch -> numpy float32 (bf16 has no numpy dtype without ml_dtypes)."""
+    return x.detach().float().cpu().numpy()
+
+
+def t_randn(shape, dtype, device, gen, scale=1.0):
+    return (torch.randn(shape, generator=gen, dtype=torch.float32) * scale).to(dtype).to(device)
+
+
+def torch_reference(q, k, v, causal=False, scale=None, window=(-1, -1), sinks=None):
+    """float64 PyTorch attention (dense, bottom-right aligned masks, GQA)."""
+    q, k, v = (x.double() for x in (q, k, v))
+    B, Sq, H, D = q.shape
+    Sk, Hkv = k.shape[1], k.shape[2]
+    k = k.repeat_interleave(H // Hkv, dim=2)
+    v = v.repeat_interleave(H // Hkv, dim=2)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * (scale or D ** -0.5)
+    p = torch.arange(Sq, device=q.device)[:, None] + (Sk - Sq)
+    j = torch.arange(Sk, device=q.device)[None, :]
+    vis = torch.ones(Sq, Sk, dtype=torch.bool, device=q.device)
+    if causal:
+        vis &= j <= p
+    if window[0] >= 0:
+        vis &= j >= p - window[0]
+    if window[1] >= 0:
+        vis &= j <= p + window[1]
+    s = s.masked_fill(~vis, float("-inf"))
+    if sinks is not None:
+        sink = sinks.double().view(1, H, 1, 1).expand(B, H, Sq, 1)
+        s = torch.cat([s, sink], dim=-1)
+    prob = torch.softmax(s, dim=-1).nan_to_num(0.0)
+    if sinks is not None:
+        prob = prob[..., :-1]
+    return torch.einsum("bhqk,bkhd->bqhd", prob, v)
+
+
+# ---------------------------------------------------------------- CPU tensors (CI if torch)
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_cpu_tensors_in_torch_out(dtype):
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (t_randn(s, dtype, "cpu", g) for s in ((2, 33, 4, 64), (2, 45, 2, 64), (2, 45, 2, 64)))
+    out, lse = longattn.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    assert isinstance(out, torch.Tensor) and out.dtype == dtype and out.device.type == "cpu"
+    assert lse.dtype == torch.float32 and lse.shape == (2, 4, 33)
+    name = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}[dtype]
+    qn, kn, vn = (to_np(x) for x in (q, k, v))  # exact: every value is representable in f32
+    assert_oracle(to_np(out), to_np(lse), qn, kn, vn, in_dtype=name, causal=True)
+
+
+def test_cpu_non_contiguous_and_out():
+    g = torch.Generator().manual_seed(2)
+    q = t_randn((2, 4, 21, 32), torch.float32, "cpu", g).transpose(1, 2)  # (b, s, h, d) view
+    k = t_randn((2, 2, 30, 32), torch.float32, "cpu", g).transpose(1, 2)
+    v = t_randn((2, 2, 30, 32), torch.float32, "cpu", g).transpose(1, 2)
+    out = torch.full((2, 21, 4, 32), float("nan"))
+    res = longattn.flash_attn_func(q, k, v, causal=True, out=out)
+    assert res is out
+    torch.testing.assert_close(out.double(), torch_reference(q, k, v, causal=True), atol=1e-4, rtol=0)
+
+
+def test_custom_op_and_compile_cpu():
+    lt = pytest.importorskip("longattn.torch_ops")
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (t_randn(s, torch.float32, "cpu", g) for s in ((1, 17, 2, 32), (1, 17, 1, 32), (1, 17, 1, 32)))
+    ref = longattn.flash_attn_func(q, k, v, causal=True)
+    torch.testing.assert_close(lt.flash_attn_func(q, k, v, causal=True), ref, atol=0, rtol=0)
+    out, lse = torch.ops.longattn.fwd(q, k, v, None, None, None, None, 0, 0, None, None, None,
+                                      None, None, 0.0, True, -1, -1, 0)
+    torch.testing.assert_close(out, ref, atol=0, rtol=0)
+    torch.library.opcheck(torch.ops.longattn.fwd.default,
+                          (q, k, v, None, None, None, None, 0, 0, None, None, None, None, None,
+                           0.0, True, -1, -1, 0), test_utils=("test_schema", "test_faketensor"))
+    # A graph with the op compiles without a break (aot_eager: no C++ compiler needed).
+    f = torch.compile(lambda a, b, c: lt.flash_attn_func(a, b, c, causal=True) * 2,
+                      backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(f(q, k, v), ref * 2, atol=0, rtol=0)
+
+
+def test_errors_keep_types():
+    q = torch.randn(1, 9, 4, 32)
+    k = torch.randn(1, 9, 3, 32)
+    with pytest.raises(ValueError, match="kv heads"):
+        longattn.flash_attn_func(q, k, k)
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        longattn.flash_attn_func(q.double(), k.double(), k.double())
+
+
+# ---------------------------------------------------------------- CUDA tensors (device)
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", [1, 127, 1000, 4099])
+@pytest.mark.parametrize("dim", [64, 128, 256])
+def test_cuda_vs_float64_and_sdpa(causal, seq, dim):
+    g = torch.Generator().manual_seed(seq + dim)
+    q = t_randn((2, seq, 8, dim), torch.bfloat16, "cuda", g)
+    k = t_randn((2, seq, 2, dim), torch.bfloat16, "cuda", g)
+    v = t_randn((2, seq, 2, dim), torch.bfloat16, "cuda", g)
+    out, lse = longattn.flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)
+    assert out.device == q.device and out.dtype == torch.bfloat16
+    assert not out.isnan().any() and not lse.isnan().any()
+    ref = torch_reference(q, k, v, causal=causal)
+    # Naive bf16: the same math with bf16 P (oracle rule, STYLE.md).
+    naive = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal,
+        enable_gqa=True).transpose(1, 2)
+    err = (out.double() - ref).abs().max().item()
+    naive_err = (naive.double() - ref).abs().max().item()
+    assert err <= 2 * naive_err + 1e-3, (err, naive_err)
+
+
+@gpu
+@pytest.mark.gpu
+def test_cuda_features():
+    g = torch.Generator().manual_seed(7)
+    q = t_randn((2, 300, 8, 128), torch.bfloat16, "cuda", g)
+    k = t_randn((2, 333, 2, 128), torch.bfloat16, "cuda", g)
+    v = t_randn((2, 333, 2, 128), torch.bfloat16, "cuda", g)
+    sinks = torch.randn(8, generator=g).cuda()
+    for kw in (dict(causal=True, window=(64, -1)), dict(causal=False, window=(20, 30)),
+               dict(causal=True, sinks=sinks), dict(causal=True, scale=0.05)):
+        out = longattn.flash_attn_func(q, k, v, causal=kw["causal"], window_size=kw.get("window", (-1, -1)),
+                                       sinks=kw.get("sinks"), softmax_scale=kw.get("scale"))
+        ref = torch_reference(q, k, v, causal=kw["causal"], window=kw.get("window", (-1, -1)),
+                              sinks=kw.get("sinks"), scale=kw.get("scale"))
+        assert (out.double() - ref).abs().max().item() < 2e-2, kw
+
+
+@gpu
+@pytest.mark.gpu
+def test_cuda_varlen_and_paged_match_dense():
+    g = torch.Generator().manual_seed(8)
+    lens = [100, 1, 513, 77]
+    cu = torch.tensor([0] + list(np.cumsum(lens)), dtype=torch.int32, device="cuda")
+    q = t_randn((sum(lens), 4, 128), torch.bfloat16, "cuda", g)
+    k = t_randn((sum(lens), 2, 128), torch.bfloat16, "cuda", g)
+    v = t_randn((sum(lens), 2, 128), torch.bfloat16, "cuda", g)
+    out = longattn.flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), causal=True)
+    for b, n in enumerate(lens):
+        s = slice(int(cu[b]), int(cu[b + 1]))
+        dense = longattn.flash_attn_func(q[None, s], k[None, s], v[None, s], causal=True)
+        torch.testing.assert_close(out[s], dense[0], atol=2e-2, rtol=0)
+    # Paged cache: one sequence of 700 keys in shuffled 64-token pages.
+    P, n = 64, 700
+    kd = t_randn((1, n, 2, 128), torch.bfloat16, "cuda", g)
+    vd = t_randn((1, n, 2, 128), torch.bfloat16, "cuda", g)
+    qd = t_randn((1, 50, 4, 128), torch.bfloat16, "cuda", g)
+    npg = -(-n // P)
+    perm = torch.randperm(npg + 3, generator=g)[:npg]
+    kp = torch.zeros(npg + 3, P, 2, 128, dtype=torch.bfloat16, device="cuda")
+    vp = torch.zeros_like(kp)
+    for i in range(npg):
+        rows = slice(i * P, min(n, (i + 1) * P))
+        kp[perm[i], : rows.stop - rows.start] = kd[0, rows]
+        vp[perm[i], : rows.stop - rows.start] = vd[0, rows]
+    table = perm.to(torch.int32).cuda()[None]
+    paged = longattn.flash_attn_with_kvcache(qd, kp, vp, cache_seqlens=n, page_table=table, causal=True)
+    dense = longattn.flash_attn_func(qd, kd, vd, causal=True)
+    torch.testing.assert_close(paged, dense, atol=2e-2, rtol=0)
+
+
+@gpu
+@pytest.mark.gpu
+def test_cuda_honours_current_stream():
+    g = torch.Generator().manual_seed(9)
+    q, k, v = (t_randn((1, 2048, 8, 128), torch.bfloat16, "cuda", g) for _ in range(3))
+    expected = longattn.flash_attn_func(q, k, v, causal=True)
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        # Work queued on `s` before the call must be visible to it: if longattn used another
+        # stream it could read q before this multiply lands.
+        q2 = q * 1.0
+        torch.cuda._sleep(10_000_000)
+        q2.copy_(q)
+        out = longattn.flash_attn_func(q2, k, v, causal=True)
+    s.synchronize()
+    torch.testing.assert_close(out, expected, atol=0, rtol=0)
+
+
+@gpu
+@pytest.mark.gpu
+def test_cuda_fp8():
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("torch without float8")
+    g = torch.Generator().manual_seed(10)
+    q, k, v = (t_randn((1, 500, 4, 128), torch.float32, "cuda", g, 16).to(torch.float8_e4m3fn) for _ in range(3))
+    ds = torch.full((1, 4), 1 / 16, device="cuda")
+    out = longattn.flash_attn_func(q, k, v, causal=True, q_descale=ds, k_descale=ds, v_descale=ds)
+    assert out.dtype == torch.bfloat16
+    ref = torch_reference(q.float() / 16, k.float() / 16, v.float() / 16, causal=True)
+    assert (out.double() - ref).abs().max().item() < 0.1
