@@ -7,7 +7,7 @@ namespace longattn::detail::cpu {
 
 int64_t block_tokens(const Problem& p, int mr, int threads, int64_t total_q) {
   const int64_t g = p.group;
-  const int64_t target_rows = std::max<int64_t>(mr, 128 / mr * mr);
+  const int64_t target_rows = std::max<int64_t>(mr, 256 / mr * mr);
   int64_t bm = std::max<int64_t>(1, target_rows / g);
   // Round down so that bm * g fills whole strips (the last strip of an item is padding).
   const int64_t step = mr / std::gcd<int64_t>(g, mr);
@@ -24,6 +24,7 @@ std::vector<WorkItem> build_work_items(const Problem& p, const std::vector<SeqIn
   for (int64_t b = 0; b < p.batch; ++b) {
     const SeqInfo& s = seqs[size_t(b)];
     const int64_t off = p.mask.offset(s.q_len, s.k_len);
+    std::vector<WorkItem> blocks;
     for (int64_t i0 = 0; i0 < s.q_len; i0 += block) {
       WorkItem w;
       w.b = b;
@@ -42,11 +43,15 @@ std::vector<WorkItem> build_work_items(const Problem& p, const std::vector<SeqIn
       if (w.key_lo > w.key_hi) w.key_lo = w.key_hi = 0;  // no visible key: rows get zeros
       // Packing, the epilogue and the strip loop cost something even with no visible keys.
       w.cost = w.cost * p.group + (w.i1 - w.i0) * p.group * 16;
-      for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
+      blocks.push_back(w);
+    }
+    // Head-major: equal-cost items of one kv head run back to back, so a thread finds that
+    // head's K/V rows still in its L2 (a 2k-key bf16 head is 1 MB).
+    for (int64_t hk = 0; hk < p.heads_kv; ++hk)
+      for (WorkItem w : blocks) {
         w.hk = hk;
         items.push_back(w);
       }
-    }
   }
   std::stable_sort(items.begin(), items.end(),
                    [](const WorkItem& x, const WorkItem& y) { return x.cost > y.cost; });

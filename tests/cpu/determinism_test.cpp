@@ -1,0 +1,89 @@
+// The CPU backend's result does not depend on the thread count or on the run: every work
+// item is computed by one thread with no cross-thread reduction. Compared bitwise.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "cpu/cpu_test_util.h"
+
+namespace longattn::testing {
+namespace {
+
+struct Outputs {
+  std::vector<uint8_t> out, lse;
+};
+
+Outputs run_cpu(Case& c, int threads) {
+  poison(c.out);
+  poison(c.lse);
+  c.args.backend = Backend::cpu;
+  c.args.num_threads = threads;
+  Status st = forward(c.args);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(count_nan(c.out), 0);
+  return {c.out.bytes, c.lse.bytes};
+}
+
+std::vector<CaseSpec> specs() {
+  std::vector<CaseSpec> v;
+  CaseSpec a;  // causal GQA, several work items per head
+  a.batch = 2, a.seq_q = 300, a.seq_k = 300, a.heads_q = 8, a.heads_kv = 2, a.dim_qk = a.dim_v = 64;
+  a.mask.causal = true, a.sinks = true, a.seed = 501;
+  v.push_back(a);
+  CaseSpec b;  // ragged + paged-free window + softcap
+  b.batch = 4, b.seq_q = 200, b.seq_k = 260, b.ragged_q = b.ragged_k = true, b.heads_q = 4;
+  b.heads_kv = 4, b.mask.window_left = 33, b.softcap = 4.0f, b.seed = 502;
+  v.push_back(b);
+  CaseSpec c;  // paged fp8
+  c.batch = 3, c.seq_q = 150, c.seq_k = 333, c.page_size = 16, c.seqused_k = true;
+  c.dtype = DType::e4m3, c.heads_q = 4, c.heads_kv = 1, c.mask.causal = true, c.seed = 503;
+  v.push_back(c);
+  return v;
+}
+
+class CpuDeterminism : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CpuDeterminism, ThreadCountInvariant) {
+  IsaScope isa(GetParam());
+  for (const CaseSpec& s : specs()) {
+    Case c = make_case(s);
+    const Outputs one = run_cpu(c, 1);
+    for (int t : {2, 3, 5, 16}) {
+      const Outputs many = run_cpu(c, t);
+      EXPECT_TRUE(one.out == many.out) << "threads " << t << " seed " << s.seed;
+      EXPECT_TRUE(one.lse == many.lse) << "threads " << t << " seed " << s.seed;
+    }
+  }
+}
+
+TEST_P(CpuDeterminism, RepeatedRunsIdentical) {
+  IsaScope isa(GetParam());
+  for (const CaseSpec& s : specs()) {
+    Case c = make_case(s);
+    const Outputs first = run_cpu(c, 0);
+    for (int rep = 0; rep < 3; ++rep) {
+      const Outputs again = run_cpu(c, 0);
+      EXPECT_TRUE(first.out == again.out) << "rep " << rep << " seed " << s.seed;
+      EXPECT_TRUE(first.lse == again.lse) << "rep " << rep << " seed " << s.seed;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, CpuDeterminism, ::testing::ValuesIn(cpu_isas()), isa_name);
+
+// LONGATTN_NUM_THREADS is read when Args::num_threads is 0; nonsense values fall back to
+// the hardware count. The result stays the same either way.
+TEST(CpuThreads, EnvironmentVariable) {
+  CaseSpec s = specs()[0];
+  Case c = make_case(s);
+  const Outputs ref = run_cpu(c, 1);
+  for (const char* v : {"1", "3", "0", "-2", "abc", ""}) {
+    setenv("LONGATTN_NUM_THREADS", v, 1);
+    const Outputs got = run_cpu(c, 0);
+    EXPECT_TRUE(got.out == ref.out) << "LONGATTN_NUM_THREADS=" << v;
+  }
+  unsetenv("LONGATTN_NUM_THREADS");
+}
+
+}  // namespace
+}  // namespace longattn::testing
