@@ -50,6 +50,9 @@ cli_case(bad_file 2 "--q: .*cannot open" run --q /nonexistent/q.npy --k x --v y)
 # Rejected by longattn::validate: its message, exit 2.
 cli_case(bad_validate_dim 2 "^longattn: [^\n]*dim[^\n]*\n$" run --seq 8 --heads-q 2 --heads-kv 1 --dim 1000 --backend cpu)
 cli_case(bad_validate_window_chunk 2 "^longattn: [^\n]*\n$" run --seq 8 --heads-q 2 --heads-kv 1 --dim 32 --window 2,2 --chunk 4 --backend cpu)
+if(NOT LONGATTN_WITH_CUDA)
+  cli_case(bad_no_cuda 2 "^longattn: --backend cuda: this longattn was built without the CUDA backend\n$" run --backend cuda)
+endif()
 cli_case(help 0 "usage: longattn run" --help)
 
 # .npy round trip: dump random inputs, rerun on the files, outputs must be byte-identical.

@@ -30,6 +30,10 @@ HostArray filled(std::vector<int64_t> shape, float x) {
 }  // namespace
 
 Backend resolve_backend(Backend b) {
+  if (b == Backend::cuda && !cuda_available())
+    throw UsageError(device_runtime_built()
+                         ? "--backend cuda: no CUDA device of compute capability 9.0 is visible"
+                         : "--backend cuda: this longattn was built without the CUDA backend");
   if (b != Backend::automatic) return b;
   return cuda_available() ? Backend::cuda : Backend::cpu;
 }

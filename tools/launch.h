@@ -12,7 +12,8 @@
 
 namespace longattn::tools {
 
-/// auto -> cuda when longattn::cuda_available(), else cpu.
+/// auto -> cuda when longattn::cuda_available(), else cpu. Throws UsageError for cuda when
+/// it is not available.
 Backend resolve_backend(Backend b);
 
 class Launch {
