@@ -1,0 +1,109 @@
+"""longattn CPU vs PyTorch CPU scaled_dot_product_attention, side by side in one run.
+
+Run through bench/cpu/run.sh (which builds cpu_bench and provides a venv with torch).
+Prints the machine, its measured fp32 FMA peak (all threads) and one table row per shape:
+GFLOP/s with a mask-aware FLOP count (causal counts only the visible query/key pairs),
+% of the FMA peak, and the speed ratio. longattn's result on each shape is checked against
+float64 on sampled rows by cpu_bench itself (column `err`).
+"""
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def flops(d, s, b, h, causal):
+    pairs = s * (s + 1) / 2 if causal else s * s
+    return 4.0 * d * pairs * b * h
+
+
+def torch_time(dtype, d, s, b, h, causal, reps, threads):
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(1234)
+    q, k, v = (torch.rand(b, h, s, d, generator=g, dtype=torch.float32).mul_(2).sub_(1).to(dtype)
+               for _ in range(3))
+    with torch.no_grad():
+        F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # warm-up
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def longattn_run(bench, dtype, d, s, b, h, causal, reps, threads):
+    out = subprocess.run([bench, "attn", dtype, str(d), str(s), str(b), str(h), str(int(causal)),
+                          str(reps), str(threads)], capture_output=True, text=True)
+    line = [l for l in out.stdout.splitlines() if l.startswith("longattn,")]
+    if not line:
+        raise RuntimeError(f"cpu_bench failed: {out.stdout}\n{out.stderr}")
+    f = line[0].split(",")
+    return float(f[7]), float(f[9]), out.returncode == 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", required=True, help="path to the cpu_bench binary")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--tokens", type=int, default=8192, help="batch * seq per shape")
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--seqs", default="1024,2048,4096,8192")
+    ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--dtypes", default="bf16,f32")
+    args = ap.parse_args()
+
+    print(f"# date   {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}")
+    print(f"# cpu    {cpu_model()}, {os.cpu_count()} logical CPUs, using {args.threads} threads")
+    print(f"# load   {os.getloadavg()[0]:.2f} (1-min average before the run; other processes share the cores)")
+    print(f"# torch  {torch.__version__}, cpu capability {torch.backends.cpu.get_cpu_capability()}")
+    peak = subprocess.run([args.bench, "peak", str(args.threads)], capture_output=True, text=True).stdout
+    peaks = {l.split(",")[1]: float(l.split(",")[3]) for l in peak.splitlines() if l.startswith("peak,")}
+    best_peak = max(peaks.values())
+    for isa, g in peaks.items():
+        print(f"# fp32 FMA peak ({isa}, {args.threads} threads): {g:.1f} GFLOP/s")
+    print(f"# shapes: batch*seq = {args.tokens}, {args.heads} heads (MHA), (batch, seq, heads, dim) for "
+          f"longattn, (batch, heads, seq, dim) for torch; median of {args.reps} after a warm-up")
+    print()
+    hdr = ("dtype", "dim", "seq", "batch", "causal", "longattn GF/s", "% FMA peak", "torch GF/s", "ratio", "err")
+    print("| " + " | ".join(hdr) + " |")
+    print("|" + "---|" * len(hdr))
+    tdt = {"bf16": torch.bfloat16, "f32": torch.float32}
+    worst_ratio = None
+    for dt in args.dtypes.split(","):
+        for d in map(int, args.dims.split(",")):
+            for s in map(int, args.seqs.split(",")):
+                b = max(1, args.tokens // s)
+                for causal in (False, True):
+                    fl = flops(d, s, b, args.heads, causal)
+                    t_la, err, ok = longattn_run(args.bench, dt, d, s, b, args.heads, causal, args.reps,
+                                                 args.threads)
+                    t_pt = torch_time(tdt[dt], d, s, b, args.heads, causal, args.reps, args.threads)
+                    g_la, g_pt = fl / t_la / 1e9, fl / t_pt / 1e9
+                    ratio = g_la / g_pt
+                    worst_ratio = ratio if worst_ratio is None else min(worst_ratio, ratio)
+                    print(f"| {dt} | {d} | {s} | {b} | {int(causal)} | {g_la:.1f} | {100 * g_la / best_peak:.0f}% "
+                          f"| {g_pt:.1f} | {ratio:.2f}x | {err:.1e}{'' if ok else ' FAIL'} |", flush=True)
+    print()
+    print(f"# worst longattn/torch ratio: {worst_ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
