@@ -35,3 +35,18 @@ def test_llama_logits_match_sdpa(seq):
     tol = 5e-2 if dtype == torch.bfloat16 else 1e-3
     err = (got - ref).abs().max().item()
     assert err < tol * max(1.0, ref.abs().max().item()), err
+
+
+def test_padded_batch_is_refused_not_silently_wrong():
+    name = longattn.hf.register()
+    model = small_llama(name, "cpu", torch.float32)
+    ids = torch.randint(0, 512, (2, 19), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones(2, 19, dtype=torch.long)
+    with torch.no_grad():
+        # An all-ones padding mask is plain causal attention: accepted, same as SDPA.
+        got = model(ids, attention_mask=mask).logits
+        ref = small_llama("sdpa", "cpu", torch.float32)(ids, attention_mask=mask).logits
+        assert (got - ref).abs().max().item() < 1e-3
+        mask[1, :4] = 0  # left padding
+        with pytest.raises(NotImplementedError, match="attention_mask"):
+            model(ids, attention_mask=mask)
