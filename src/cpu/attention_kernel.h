@@ -41,12 +41,22 @@ using cpu::RowDesc;
 using V = Simd::V;
 
 constexpr int W = Simd::W;
-constexpr int MR = Simd::MR;
-constexpr int NR = Simd::NR;
 constexpr int kBN = LONGATTN_CPU_BN;
-constexpr int kPanels = kBN / NR;
-static_assert(NR == 2 * W, "the register block is two vectors wide");
-static_assert(kBN % NR == 0, "a tile is a whole number of panels");
+
+// The matrix-product policy: packing layouts and the two products. Everything else (tiles,
+// masks, online softmax, epilogue) is shared by every kernel.
+#ifdef LONGATTN_CPU_AMX
+#include "cpu/amx_mma.h"
+using Mma = AmxMma;
+#else
+#include "cpu/fma_mma.h"
+using Mma = FmaMma;
+#endif
+
+constexpr int MR = Mma::MR;
+constexpr int kPanel = Mma::kPanel;
+static_assert(kBN % kPanel == 0, "a tile is a whole number of panels");
+static_assert(kPanel % W == 0, "panels are whole vectors");
 
 constexpr float kNegInf = -__builtin_inff();
 constexpr float kLn2 = 0.69314718055994531f;
@@ -60,92 +70,43 @@ inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 // Scratch partition, in floats; every region starts 64-byte aligned.
 struct Layout {
   int64_t rows_pad = 0, dq = 0, dv_pad = 0;
-  int64_t q = 0, o = 0, m = 0, l = 0, kt = 0, v = 0, s = 0, tmp = 0, total = 0;
+  int64_t q = 0, o = 0, m = 0, l = 0, kt = 0, v = 0, s = 0, p = 0, tmp = 0, total = 0;
 };
 
 Layout make_layout(const KernelConst& kc, int64_t rows) {
   Layout L;
   L.rows_pad = round_up(rows > 0 ? rows : 1, MR);
   L.dq = kc.dqk;
-  L.dv_pad = round_up(kc.dv, NR);
+  L.dv_pad = Mma::dv_pad(kc.dv);
   int64_t off = 0;
   auto take = [&off](int64_t n) {
     int64_t at = off;
     off += round_up(n, 16);
     return at;
   };
-  L.q = take(L.rows_pad * L.dq);
+  L.q = take(Mma::q_floats(L.rows_pad, L.dq));
   L.o = take(L.rows_pad * L.dv_pad);
   L.m = take(L.rows_pad);
   L.l = take(L.rows_pad);
-  L.kt = take(int64_t(kPanels) * L.dq * NR);
-  L.v = take(int64_t(kBN) * L.dv_pad);
+  L.kt = take(Mma::k_floats(L.dq));
+  L.v = take(Mma::v_floats(kc.dv));
   L.s = take(int64_t(MR) * kBN);
-  L.tmp = take(imax(L.dq, L.dv_pad) + W);
+  L.p = take(Mma::p_floats());
+  L.tmp = take(imax(Mma::tmp_floats(L.dq, kc.dv), L.dv_pad + W));
   L.total = off;
   return L;
 }
 
-// S[r][p*NR ...] = Q[r] . K[p*NR ...] for panels [p0, p1). q: MR rows of dq floats.
-// kt: panels of dq x NR floats (K transposed).
-LONGATTN_CPU_STAGE void qk_strip(const float* q, int64_t dq, const float* kt, int p0, int p1, float* s) {
-  for (int p = p0; p < p1; ++p) {
-    const float* b = kt + int64_t(p) * dq * NR;
-    V acc[MR][2];
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = Simd::zero();
-    for (int64_t d = 0; d < dq; ++d) {
-      const V b0 = Simd::load(b + d * NR), b1 = Simd::load(b + d * NR + W);
-#pragma GCC unroll 16
-      for (int r = 0; r < MR; ++r) {
-        const V a = Simd::bcast(q + r * dq + d);
-        acc[r][0] = Simd::fma(a, b0, acc[r][0]);
-        acc[r][1] = Simd::fma(a, b1, acc[r][1]);
-      }
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      Simd::store(s + r * kBN + p * NR, acc[r][0]);
-      Simd::store(s + r * kBN + p * NR + W, acc[r][1]);
-    }
-  }
-}
-
-// O[r] += sum_{k in [k0,k1)} P[r][k] V[k]. p: MR x kBN, v: kBN x dv_pad, o: MR x dv_pad.
-LONGATTN_CPU_STAGE void pv_strip(const float* p, int k0, int k1, const float* v, int64_t dv_pad, float* o) {
-  for (int64_t c = 0; c < dv_pad; c += NR) {
-    V acc[MR][2];
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      acc[r][0] = Simd::load(o + r * dv_pad + c);
-      acc[r][1] = Simd::load(o + r * dv_pad + c + W);
-    }
-    for (int k = k0; k < k1; ++k) {
-      const V b0 = Simd::load(v + k * dv_pad + c), b1 = Simd::load(v + k * dv_pad + c + W);
-#pragma GCC unroll 16
-      for (int r = 0; r < MR; ++r) {
-        const V a = Simd::bcast(p + r * kBN + k);
-        acc[r][0] = Simd::fma(a, b0, acc[r][0]);
-        acc[r][1] = Simd::fma(a, b1, acc[r][1]);
-      }
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      Simd::store(o + r * dv_pad + c, acc[r][0]);
-      Simd::store(o + r * dv_pad + c + W, acc[r][1]);
-    }
-  }
-}
-
 // The masked-aware O += PV for a boundary strip whose V tile holds Inf/NaN: 0 * Inf would
 // turn a masked key into NaN, but the reference never touches masked keys. Rare; scalar.
-inline void pv_strip_masked(const float* p, int k0, int k1, const float* v, int64_t dv_pad,
-                            float* o, const int64_t* lo, const int64_t* hi, int64_t j0) {
+inline void pv_strip_masked(const float* p, int k0, int k1, const float* v, int64_t dv,
+                            int64_t dv_pad, float* o, const int64_t* lo, const int64_t* hi,
+                            int64_t j0) {
   for (int r = 0; r < MR; ++r) {
     for (int k = k0; k < k1; ++k) {
       if (j0 + k < lo[r] || j0 + k >= hi[r]) continue;
       const float pk = p[r * kBN + k];
-      for (int64_t c = 0; c < dv_pad; ++c) o[r * dv_pad + c] += pk * v[k * dv_pad + c];
+      for (int64_t c = 0; c < dv; ++c) o[r * dv_pad + c] += pk * Mma::v_at(v, k, c, dv);
     }
   }
 }
@@ -217,12 +178,15 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
   float* KT = scratch + L.kt;
   float* Vt = scratch + L.v;
   float* S = scratch + L.s;
+  float* P = scratch + L.p;
   float* tmp = scratch + L.tmp;
+  Mma::begin();
 
-  // Q is converted once per item, pre-scaled so that Q.K comes out in log2 units.
+  // Q is converted once per item; the FMA kernels fold the scale in so that Q.K comes out
+  // in log2 units, the AMX kernel keeps exact bf16 Q and scales S instead.
   const float qs = kc.qscale2 * it.q_descale;
-  for (int64_t r = 0; r < rows; ++r) Simd::cvt_row(it.row[r].q, kc.in, dq, qs, Q + r * dq);
-  for (int64_t i = rows * dq; i < rp * dq; ++i) Q[i] = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) Mma::pack_q(Q, r, it.row[r].q, kc.in, dq, Mma::kPrescaledQ ? qs : 1.0f);
+  Mma::zero_q(Q, rows, rp, dq);
   for (int64_t i = 0; i < rp * dvp; ++i) O[i] = 0.0f;
   for (int64_t r = 0; r < rp; ++r) {
     // A sink joins max and denominator: it seeds m = sink, l = 2^(sink - m) = 1.
@@ -237,6 +201,7 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
 
   const V c2 = Simd::set1(kc.softcap2);
   const V inv_c2 = Simd::set1(kc.softcap2 > 0.0f ? 1.0f / kc.softcap2 : 0.0f);
+  const V sscale = Simd::set1(qs);
 
   const int64_t es = kc.in == DType::f32 ? 4 : (kc.in == DType::e4m3 ? 1 : 2);
   const int64_t nstrips = rp / MR;
@@ -244,33 +209,16 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
   for (int64_t j0 = first_tile; j0 < it.key_hi; j0 += kBN) {
     // Pack the tile: keys outside [key_lo, key_hi) are zero (and always masked).
     const int64_t v0 = imax(j0, it.key_lo) - j0, v1 = imin(j0 + kBN, it.key_hi) - j0;
-    if (v0 > 0 || v1 < kBN) {
-      for (int64_t i = 0; i < int64_t(kPanels) * dq * NR; ++i) KT[i] = 0.0f;
-      for (int64_t i = 0; i < int64_t(kBN) * dvp; ++i) Vt[i] = 0.0f;
-    }
+    if (v0 > 0 || v1 < kBN) Mma::zero_kv(KT, Vt, dq, dv);
+    bool v_nonfinite = false;
     for (int64_t k = v0; k < v1; ++k) {
-      Simd::cvt_row(it.krow[j0 + k - it.key_lo], kc.in, dq, it.k_descale, tmp);
-      float* dst = KT + (k / NR) * dq * NR + (k % NR);
-      for (int64_t d = 0; d < dq; ++d) dst[d * NR] = tmp[d];
-      float* vd = Vt + k * dvp;
-      Simd::cvt_row(it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale, vd);
-      for (int64_t c = dv; c < dvp; ++c) vd[c] = 0.0f;
+      Mma::pack_k(KT, k, it.krow[j0 + k - it.key_lo], kc.in, dq, it.k_descale, tmp);
+      v_nonfinite |= Mma::pack_v(Vt, k, it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale);
     }
-    // v * 0 is NaN exactly for Inf/NaN: one FMA per W values finds a non-finite V tile.
-    // Four chains: one would be latency-bound (measured 4% of the time at head dim 128).
-    const V zero = Simd::zero();
-    V nf[4] = {zero, zero, zero, zero};
-    int64_t i = v0 * dvp;
-    for (; i + 4 * W <= v1 * dvp; i += 4 * W)
-      for (int u = 0; u < 4; ++u) nf[u] = Simd::fma(Simd::load(Vt + i + u * W), zero, nf[u]);
-    for (; i < v1 * dvp; i += W) nf[0] = Simd::fma(Simd::load(Vt + i), zero, nf[0]);
-    const float nfs = Simd::hsum(Simd::add(Simd::add(nf[0], nf[1]), Simd::add(nf[2], nf[3])));
-    const bool v_nonfinite = nfs != nfs;
 
     // Rows of the next tile are prefetched into L2 a slice per strip: packing reads K/V
     // rows (strided by the head count) from L3 or DRAM, and without prefetch the
-    // conversion loop stalls on each one (measured: packing took ~25% of the time at
-    // head dim 128, seq 2k; the stride defeats the hardware prefetchers).
+    // conversion loop stalls on each one.
     const int64_t pn0 = j0 + kBN, pn1 = imin(j0 + 2 * kBN, it.key_hi);
     const int64_t pchunk = pn1 > pn0 ? (pn1 - pn0 + nstrips - 1) / nstrips : 0;
     for (int64_t s0 = 0; s0 < rp; s0 += MR) {
@@ -299,10 +247,17 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
       const bool full = all && max_lo <= j0 && min_hi >= j0 + kBN;
       int c0 = 0, c1 = kBN;
       if (!full) {  // only the panels some row of the strip can see
-        c0 = int((imax(min_lo, j0) - j0) / NR * NR);
-        c1 = int(round_up(imin(max_hi, j0 + kBN) - j0, NR));
+        c0 = int((imax(min_lo, j0) - j0) / kPanel * kPanel);
+        c1 = int(round_up(imin(max_hi, j0 + kBN) - j0, kPanel));
       }
-      qk_strip(Q + s0 * dq, dq, KT, c0 / NR, c1 / NR, S);
+      Mma::qk(Q, s0, dq, KT, c0, c1, S);
+      if (!Mma::kPrescaledQ) {
+        for (int r = 0; r < MR; ++r)
+          for (int c = c0; c < c1; c += W) {
+            float* p = S + r * kBN + c;
+            Simd::store(p, Simd::mul(Simd::load(p), sscale));
+          }
+      }
       if (kc.softcap2 > 0.0f) {
         for (int r = 0; r < MR; ++r)
           for (int c = c0; c < c1; c += W) {
@@ -324,11 +279,12 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
       }
       softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, kc.lazy_rescale);
       if (!full && v_nonfinite)
-        pv_strip_masked(S, c0, c1, Vt, dvp, O + s0 * dvp, lo, hi, j0);
+        pv_strip_masked(S, c0, c1, Vt, dv, dvp, O + s0 * dvp, lo, hi, j0);
       else
-        pv_strip(S, c0, c1, Vt, dvp, O + s0 * dvp);
+        Mma::pv(S, c0, c1, Vt, dv, O + s0 * dvp, P);
     }
   }
+  Mma::end();
 
   // Epilogue: O / l in f32, rounded once to the output dtype. l == 0 means no visible key
   // (and no sink): output 0 and LSE -inf. A NaN l is not 0 and propagates.
