@@ -1,4 +1,5 @@
 // Generic tensor checks shared by forward and combine validation.
+#include <algorithm>
 #include <limits>
 
 #include "api/check.h"
@@ -90,6 +91,25 @@ Status check_device(const char* name, const Tensor& t, const Device& ref, const 
   if (same) return Status::Ok();
   return Status::Invalid(std::string(name) + ": on " + device_str(t.device) + " but " + ref_name +
                          " is on " + device_str(ref) + " (all tensors must be on one device)");
+}
+
+Status check_distinct_elements(const char* name, const Tensor& t) {
+  int dims[kMaxRank], n = 0;
+  for (int i = 0; i < t.rank; ++i) {
+    if (t.shape[i] == 0) return Status::Ok();  // no elements at all
+    if (t.shape[i] > 1) dims[n++] = i;
+  }
+  std::sort(dims, dims + n, [&](int x, int y) { return t.stride[x] < t.stride[y]; });
+  int64_t span = 0;  // largest offset reachable with the dims checked so far
+  for (int k = 0; k < n; ++k) {
+    const int d = dims[k];
+    if (t.stride[d] <= span)
+      return Status::Invalid(std::string(name) + ": stride " + std::to_string(t.stride[d]) +
+                             " of dimension " + std::to_string(d) +
+                             " makes output elements overlap (outputs need distinct addresses)");
+    span += (t.shape[d] - 1) * t.stride[d];
+  }
+  return Status::Ok();
 }
 
 ByteRange byte_range(const Tensor& t) {

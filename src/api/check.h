@@ -33,6 +33,11 @@ Status check_shape(const char* name, const Tensor& t, std::initializer_list<int6
 // Same device as `ref` (named `ref_name`).
 Status check_device(const char* name, const Tensor& t, const Device& ref, const char* ref_name);
 
+// Output views: no two elements may share an address (each is written by one thread).
+// Sufficient test: with dims of extent > 1 sorted by stride, each stride exceeds the span
+// of all smaller ones (holds for packed and padded layouts).
+Status check_distinct_elements(const char* name, const Tensor& t);
+
 // Half-open byte range [lo, hi) touched by a view; empty (lo == hi) for zero-size views.
 struct ByteRange {
   uintptr_t lo = 0, hi = 0;

@@ -32,6 +32,8 @@ Status validate_combine(const CombineArgs& a) {
   LONGATTN_TRY(check_shape("out", a.out, {tokens, heads, dim}, "(tokens, heads, dim_v) from out_partial"));
   if (a.lse.present())
     LONGATTN_TRY(check_shape("lse", a.lse, {heads, tokens}, "(heads, tokens) from out_partial"));
+  LONGATTN_TRY(check_distinct_elements("out", a.out));
+  if (a.lse.present()) LONGATTN_TRY(check_distinct_elements("lse", a.lse));
   LONGATTN_TRY(check_no_overlap("out", a.out, "out_partial", a.out_partial));
   LONGATTN_TRY(check_no_overlap("out", a.out, "lse_partial", a.lse_partial));
   LONGATTN_TRY(check_no_overlap("lse", a.lse, "out_partial", a.out_partial));

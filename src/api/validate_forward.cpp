@@ -318,7 +318,9 @@ Status build_problem(const Args& a, Problem* out_problem) {
     }
   }
 
-  // --- aliasing: outputs must not share bytes with any input or with each other ----------
+  // --- aliasing: outputs must not share bytes with any input, each other or themselves --
+  LONGATTN_TRY(check_distinct_elements("out", a.out));
+  if (a.lse.present()) LONGATTN_TRY(check_distinct_elements("lse", a.lse));
   for (auto [name, t] : all) {
     if (t == &a.out || t == &a.lse) continue;
     LONGATTN_TRY(check_no_overlap("out", a.out, name, *t));

@@ -79,6 +79,11 @@ TEST_F(BadCombine, OutOverlapsPartial) {
   b.out.dtype = DType::f32;
   expect_invalid(b, "out", "overlaps out_partial");
 }
+TEST_F(BadCombine, OutElementsOverlap) {
+  CombineArgs b = a;
+  b.out.stride[0] = 8;  // tokens step 8 but each token spans 3 heads x 8
+  expect_invalid(b, "out", "overlap");
+}
 TEST_F(BadCombine, MixedDevices) {
   CombineArgs b = a;
   b.lse.device = Device{DeviceKind::cuda, 0};

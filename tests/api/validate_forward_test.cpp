@@ -452,6 +452,16 @@ TEST_F(Bad, LseInsideOut) {
   a.lse.data = static_cast<uint8_t*>(a.out.data) + 16;
   expect_invalid(a, "lse", "overlaps out");
 }
+TEST_F(Bad, OutRowsOverlapEachOther) {
+  Args a = c.args;
+  a.out.stride[1] = 0;  // every query row of a sequence would write the same address
+  expect_invalid(a, "out", "overlap");
+}
+TEST_F(Bad, LseStridesOverlap) {
+  Args a = c.args;
+  a.lse.stride[1] = 2;  // heads step 2 but each head spans seq_q = 5 entries
+  expect_invalid(a, "lse", "overlap");
+}
 TEST_F(Bad, OutOverlapsV) {
   Args a = c.args;
   a.out.data = static_cast<uint8_t*>(a.v.data) + 8;
