@@ -18,6 +18,18 @@ Status require_cuda(const Device& d) {
   return Status::NotSupported("backend cuda: needs tensors on a CUDA device, but they are on cpu");
 }
 
+// Device tensors under Backend::automatic: say plainly why they cannot run here.
+Status require_cuda_device(const Device& d) {
+#ifndef LONGATTN_WITH_CUDA
+  (void)d;
+  return Status::NotSupported("not supported: this build has no CUDA backend");
+#else
+  if (cuda_available()) return Status::Ok();
+  return Status::NotSupported("tensors are on " + detail::device_str(d) +
+                              " but no CUDA device of compute capability 9.0 is visible");
+#endif
+}
+
 }  // namespace
 
 Status forward(const Args& a) {
@@ -34,10 +46,11 @@ Status forward(const Args& a) {
       LONGATTN_TRY(require_cuda(p.device));
       return detail::cuda_forward(a, p);
     case Backend::automatic:
-      // Tensors decide: device memory can only be served by the CUDA backend (which says
-      // why not when this build or machine lacks it); host memory goes to the CPU backend.
-      if (p.device.kind == DeviceKind::cuda) return detail::cuda_forward(a, p);
-      return detail::cpu_forward(a, p);
+      // Tensors decide: host memory goes to the CPU backend; device memory can only be
+      // served by the CUDA backend, and only where one exists.
+      if (p.device.kind == DeviceKind::cpu) return detail::cpu_forward(a, p);
+      LONGATTN_TRY(require_cuda_device(p.device));
+      return detail::cuda_forward(a, p);
   }
   return Status::Invalid("backend: unknown value " + std::to_string(int(a.backend)));
 }
@@ -55,8 +68,9 @@ Status combine(const CombineArgs& a) {
       LONGATTN_TRY(require_cuda(d));
       return detail::cuda_combine(a);
     case Backend::automatic:
-      if (d.kind == DeviceKind::cuda) return detail::cuda_combine(a);
-      return detail::reference_combine(a);
+      if (d.kind == DeviceKind::cpu) return detail::reference_combine(a);
+      LONGATTN_TRY(require_cuda_device(d));
+      return detail::cuda_combine(a);
   }
   return Status::Invalid("backend: unknown value " + std::to_string(int(a.backend)));
 }

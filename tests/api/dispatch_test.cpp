@@ -82,6 +82,19 @@ TEST(Dispatch, DeviceTensorsWithoutCuda) {
   EXPECT_TRUE(c.out.bytes == before);
 }
 
+TEST(Dispatch, DeviceCombineWithoutCuda) {
+  if (cuda_available()) GTEST_SKIP() << "a CUDA device is present";
+  HostTensor op = random_tensor(DType::f32, {2, 3, 2, 4}, 1), lp = random_tensor(DType::f32, {2, 2, 3}, 2);
+  HostTensor out = empty_tensor(DType::f32, {3, 2, 4});
+  CombineArgs c;
+  c.out_partial = op.t, c.lse_partial = lp.t, c.out = out.t;
+  for (Tensor* t : {&c.out_partial, &c.lse_partial, &c.out}) t->device = Device{DeviceKind::cuda, 0};
+  std::vector<uint8_t> before = out.bytes;
+  Status s = combine(c);
+  EXPECT_EQ(s.code(), Status::Code::not_supported) << s.message();
+  EXPECT_TRUE(out.bytes == before);
+}
+
 TEST(Dispatch, UnknownBackendValue) {
   Case c = small_case();
   c.args.backend = static_cast<Backend>(42);
