@@ -183,12 +183,12 @@ def test_cuda_honours_current_stream():
     q, k, v = (t_randn((1, 2048, 8, 128), torch.bfloat16, "cuda", g) for _ in range(3))
     expected = longattn.flash_attn_func(q, k, v, causal=True)
     torch.cuda.synchronize()
-    s = torch.cuda.Stream()
+    s = torch.cuda.Stream()  # PyTorch streams are non-blocking w.r.t. the legacy stream
     with torch.cuda.stream(s):
-        # Work queued on `s` before the call must be visible to it: if longattn used another
-        # stream it could read q before this multiply lands.
-        q2 = q * 1.0
-        torch.cuda._sleep(10_000_000)
+        # q2 holds zeros until a copy queued behind a ~50 ms sleep on `s` lands. longattn must
+        # launch on `s` (the current stream): on any other stream it would read the zeros.
+        q2 = torch.zeros_like(q)
+        torch.cuda._sleep(100_000_000)
         q2.copy_(q)
         out = longattn.flash_attn_func(q2, k, v, causal=True)
     s.synchronize()
