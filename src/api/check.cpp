@@ -1,5 +1,5 @@
 // Generic tensor checks shared by forward and combine validation.
-#include <algorithm>
+#include <utility>
 #include <limits>
 
 #include "api/check.h"
@@ -99,7 +99,8 @@ Status check_distinct_elements(const char* name, const Tensor& t) {
     if (t.shape[i] == 0) return Status::Ok();  // no elements at all
     if (t.shape[i] > 1) dims[n++] = i;
   }
-  std::sort(dims, dims + n, [&](int x, int y) { return t.stride[x] < t.stride[y]; });
+  for (int k = 1; k < n; ++k)  // insertion sort by stride (at most 4 dims)
+    for (int j = k; j > 0 && t.stride[dims[j]] < t.stride[dims[j - 1]]; --j) std::swap(dims[j], dims[j - 1]);
   int64_t span = 0;  // largest offset reachable with the dims checked so far
   for (int k = 0; k < n; ++k) {
     const int d = dims[k];

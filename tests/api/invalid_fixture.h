@@ -46,9 +46,10 @@ class InvalidInput : public ::testing::Test {
     EXPECT_EQ(v.message(), f.message());
     EXPECT_EQ(f.message().rfind(arg + ":", 0), 0u) << "message does not start with '" << arg
                                                      << ":': " << f.message();
-    if (!detail.empty())
+    if (!detail.empty()) {
       EXPECT_NE(f.message().find(detail), std::string::npos)
           << "message lacks '" << detail << "': " << f.message();
+    }
     for (size_t i = 0; i < all.size(); ++i)
       EXPECT_TRUE(all[i]->bytes == before[i]) << "buffer " << i << " was modified";
   }
