@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/problem.h"
 #include "support/testing.h"
 
 namespace longattn::testing {
@@ -284,6 +285,22 @@ TEST(ClosedForm, ChunkedEqualsSeparateChunks) {
       for (int64_t h = 0; h < 2; ++h)
         for (int64_t d = 0; d < 8; ++d) ASSERT_EQ(at(c.out, 0, start + i, h, d), at(part.out, 0, i, h, d));
   }
+}
+
+// A NaN key poisons exactly the rows that see it (causal: the rows at or after it), and
+// the masked rows stay finite: masking removes a key, it does not multiply it by zero.
+TEST(ClosedForm, NanKeyReachesOnlyRowsThatSeeIt) {
+  CaseSpec s;
+  s.batch = 1, s.seq_q = s.seq_k = 12, s.heads_q = 2, s.heads_kv = 1, s.dim_qk = 8, s.dim_v = 8;
+  s.mask.causal = true, s.out_dtype = DType::f32, s.seed = 24;
+  Case c = make_case(s);
+  detail::store_from_float(c.k.t.data, DType::bf16, 7 * 8 + 3, NAN);  // key 7, dim 3
+  ASSERT_TRUE(forward(c.args).ok());
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 12; ++i) {
+      ASSERT_EQ(std::isnan(at(c.out, 0, i, h, 0)), i >= 7) << "row " << i;
+      ASSERT_EQ(std::isnan(lse_at(c.lse, 0, h, i)), i >= 7) << "row " << i;
+    }
 }
 
 // Query head h reads kv head h / (heads_q / heads_kv): GQA equals MHA with K/V heads repeated.

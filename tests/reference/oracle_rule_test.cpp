@@ -21,6 +21,7 @@ std::vector<CaseSpec> feature_specs() {
   v.push_back(c);
   CaseSpec w = s;
   w.mask.window_left = 5, w.mask.window_right = 3, w.sinks = true, w.softcap = 2.0f;
+  w.out_dtype = DType::f16;
   v.push_back(w);
   CaseSpec ch = s;
   ch.mask.causal = true, ch.mask.chunk_size = 8, ch.mask.align = CausalAlign::top_left;
