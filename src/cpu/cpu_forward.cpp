@@ -110,7 +110,7 @@ Status cpu_forward(const Args& a, const Problem& p) {
     return Status::NotSupported("backend cpu: cu_seqlens/seqused_k/page_table must be host tensors");
   if (p.batch == 0 || p.heads_q == 0) return Status::Ok();
 
-  Driver dr{a, p, cpu::select_kernel(), {}, {}, {}};
+  Driver dr{a, p, cpu::select_kernel(p.in_dtype), {}, {}, {}};
   dr.kc.dqk = p.dim_qk;
   dr.kc.dv = p.dim_v;
   dr.kc.in = p.in_dtype;
@@ -132,7 +132,7 @@ Status cpu_forward(const Args& a, const Problem& p) {
       dr.seqs[size_t(b)] = seq_info(a, p, b);
       total_q += dr.seqs[size_t(b)].q_len;
     }
-    const int64_t block = cpu::block_tokens(p, dr.kernel.mr, threads, total_q);
+    const int64_t block = cpu::block_tokens(p, dr.kernel.mr, dr.kernel.rows_target, threads, total_q);
     dr.items = cpu::build_work_items(p, dr.seqs, block);
     if (dr.items.empty()) return Status::Ok();
     if (int64_t(threads) > int64_t(dr.items.size())) threads = int(dr.items.size());

@@ -43,7 +43,8 @@ struct KernelConst {
 // One ISA's kernel.
 struct CpuKernel {
   const char* name;
-  int mr;  // row-strip height: work items are sized to multiples of it
+  int mr;           // row-strip height: work items are sized to multiples of it
+  int rows_target;  // rows per work item (query tokens x group heads) to aim for
   // Scratch (floats, 64-byte aligned by the caller) for items of up to `rows_max` rows.
   int64_t (*scratch_floats)(const KernelConst& kc, int64_t rows_max);
   // Computes one item: reads q/k/v through the view, writes out (and lse) of its rows.
@@ -54,10 +55,12 @@ extern const CpuKernel kKernelPortable;
 #if defined(__x86_64__) || defined(_M_X64)
 extern const CpuKernel kKernelAvx2;
 extern const CpuKernel kKernelAvx512;
+extern const CpuKernel kKernelAmx;  // bf16 inputs only
 #endif
 
-// The best kernel this CPU runs; LONGATTN_CPU_ISA=portable|avx2|avx512 narrows the choice
+// The best kernel this CPU runs for inputs of dtype `in`: AMX for bf16 where available,
+// else AVX-512, AVX2, portable. LONGATTN_CPU_ISA=portable|avx2|avx512|amx caps the choice
 // (tests use it to cover every path on one machine; a request the CPU lacks is ignored).
-const CpuKernel& select_kernel();
+const CpuKernel& select_kernel(DType in);
 
 }  // namespace longattn::detail::cpu

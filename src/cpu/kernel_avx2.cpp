@@ -7,6 +7,6 @@
 #include "cpu/attention_kernel.h"
 
 namespace longattn::detail::cpu {
-const CpuKernel kKernelAvx2 = {"avx2", cpu_avx2::MR, &cpu_avx2::scratch_floats,
+const CpuKernel kKernelAvx2 = {"avx2", cpu_avx2::MR, 256, &cpu_avx2::scratch_floats,
                                &cpu_avx2::process};
 }  // namespace longattn::detail::cpu

@@ -5,6 +5,6 @@
 #include "cpu/attention_kernel.h"
 
 namespace longattn::detail::cpu {
-const CpuKernel kKernelPortable = {"portable", cpu_portable::MR, &cpu_portable::scratch_floats,
+const CpuKernel kKernelPortable = {"portable", cpu_portable::MR, 128, &cpu_portable::scratch_floats,
                                    &cpu_portable::process};
 }  // namespace longattn::detail::cpu

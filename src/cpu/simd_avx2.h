@@ -8,6 +8,9 @@
 #include "cpu/convert.h"
 
 namespace longattn::detail::cpu_avx2 {
+// Internal linkage: the same struct is compiled with different -m flags in different
+// translation units (kernel_avx512.cpp and kernel_amx.cpp), so no copy may be shared.
+namespace {
 
 struct Simd {
   using V = __m256;
@@ -102,4 +105,5 @@ struct Simd {
   }
 };
 
+}  // namespace
 }  // namespace longattn::detail::cpu_avx2

@@ -8,6 +8,9 @@
 #include "cpu/convert.h"
 
 namespace longattn::detail::cpu_portable {
+// Internal linkage: the same struct is compiled with different -m flags in different
+// translation units (kernel_avx512.cpp and kernel_amx.cpp), so no copy may be shared.
+namespace {
 
 struct Simd {
   static constexpr int W = 4;
@@ -102,4 +105,5 @@ struct Simd {
   }
 };
 
+}  // namespace
 }  // namespace longattn::detail::cpu_portable

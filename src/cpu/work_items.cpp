@@ -5,9 +5,9 @@
 
 namespace longattn::detail::cpu {
 
-int64_t block_tokens(const Problem& p, int mr, int threads, int64_t total_q) {
+int64_t block_tokens(const Problem& p, int mr, int rows_target, int threads, int64_t total_q) {
   const int64_t g = p.group;
-  const int64_t target_rows = std::max<int64_t>(mr, 256 / mr * mr);
+  const int64_t target_rows = std::max<int64_t>(mr, rows_target / mr * mr);
   int64_t bm = std::max<int64_t>(1, target_rows / g);
   // Round down so that bm * g fills whole strips (the last strip of an item is padding).
   const int64_t step = mr / std::gcd<int64_t>(g, mr);

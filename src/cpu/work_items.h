@@ -16,10 +16,10 @@ struct WorkItem {
   int64_t cost = 0;                // visible (query row, key) pairs: the scheduling weight
 };
 
-// Query tokens per item for this problem: about 128 rows (tokens x group heads), a whole
-// number of `mr`-row strips when the group allows, smaller when there would be too few
-// items to keep `threads` busy.
-int64_t block_tokens(const Problem& p, int mr, int threads, int64_t total_q);
+// Query tokens per item for this problem: about `rows_target` rows (tokens x group heads),
+// a whole number of `mr`-row strips when the group allows, smaller when there would be too
+// few items to keep `threads` busy. Larger items convert each K/V tile for more rows.
+int64_t block_tokens(const Problem& p, int mr, int rows_target, int threads, int64_t total_q);
 
 // All items, heaviest first (longest-processing-time order: under causal masks the last
 // query blocks see the most keys and would otherwise finish last). Deterministic order.

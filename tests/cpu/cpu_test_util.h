@@ -8,21 +8,20 @@
 #include <string>
 #include <vector>
 
+#include "cpu/kernel_api.h"
 #include "support/testing.h"
 
 namespace longattn::testing {
 
-// Kernel paths this CPU can run: the portable one always, AVX2/AVX-512 when supported.
+// Kernel paths this CPU can run: the portable one always, AVX2/AVX-512 when supported,
+// AMX (bf16 inputs; other dtypes fall back to AVX-512 under it) when the library enables it.
 inline std::vector<std::string> cpu_isas() {
-  std::vector<std::string> v = {"portable"};
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c")) {
-    v.push_back("avx2");
-    if (__builtin_cpu_supports("avx512f")) v.push_back("avx512");
+  std::vector<std::string> v;
+  for (const char* isa : {"portable", "avx2", "avx512", "amx"}) {
+    setenv("LONGATTN_CPU_ISA", isa, 1);
+    if (std::string(detail::cpu::select_kernel(DType::bf16).name) == isa) v.push_back(isa);
   }
-#endif
+  unsetenv("LONGATTN_CPU_ISA");
   return v;
 }
 

@@ -1,0 +1,186 @@
+// The matrix-product policy of the AMX kernel (bf16 inputs only): both products run on the
+// tile unit (TDPBF16PS: bf16 pairs, fp32 accumulation), the online softmax stays in
+// AVX-512 on the fp32 S tile. Included by kernel_amx.cpp inside its private namespace.
+//
+// Tile registers (all 16 rows x 64 bytes): 0-3 accumulators, 4-5 / 2-5 A operands, 6-7 B.
+// Layouts (bf16 stored in the float scratch):
+//   Q  rows_pad x dq_pad (dq_pad = dq rounded up to 32), exact input bf16, unscaled: the
+//      softmax scale is applied to S in fp32 instead of rounding a scaled Q to bf16.
+//   K  "VNNI" B tiles: per 16-key block and 32-wide d chunk, 16 pair-rows x 16 keys of
+//      (K[n][2r], K[n][2r+1]) — a 32-bit transpose of the key rows.
+//   V  per 32-key block and 16-wide column block, 16 pair-rows x 16 columns of
+//      (V[2r][c], V[2r+1][c]).
+//   P  32 x kBN bf16, rounded to nearest even from the fp32 softmax (as the naive
+//      bf16 computation of the oracle rule does).
+#pragma once
+
+static_assert(kBN == 64, "the AMX products are written for 64-key tiles");
+
+struct alignas(64) AmxTileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+struct AmxMma {
+  static constexpr int MR = 32;
+  static constexpr int kPanel = 32;
+  static constexpr bool kPrescaledQ = false;
+
+  static int64_t dq_pad(int64_t dq) { return (dq + 31) / 32 * 32; }
+  static int64_t dv_pad(int64_t dv) { return (dv + 15) / 16 * 16; }
+  static int64_t q_floats(int64_t rows_pad, int64_t dq) { return rows_pad * dq_pad(dq) / 2; }
+  static int64_t k_floats(int64_t dq) { return int64_t(kBN) * dq_pad(dq) / 2; }
+  static int64_t v_floats(int64_t dv) { return int64_t(kBN) * dv_pad(dv) / 2; }
+  static int64_t p_floats() { return int64_t(MR) * kBN / 2; }
+  static int64_t tmp_floats(int64_t dq, int64_t dv) { return (dq > dv ? dq : dv) + 32; }
+
+  static uint16_t bf16_at(const void* src, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, static_cast<const char*>(src) + 2 * i, 2);
+    return h;
+  }
+
+  static void pack_q(float* qf, int64_t r, const void* src, DType, int64_t dq, float) {
+    const int64_t dp = dq_pad(dq);
+    uint16_t* q = reinterpret_cast<uint16_t*>(qf) + r * dp;
+    std::memcpy(q, src, size_t(dq) * 2);
+    for (int64_t d = dq; d < dp; ++d) q[d] = 0;
+  }
+  static void zero_q(float* qf, int64_t r0, int64_t r1, int64_t dq) {
+    const int64_t dp = dq_pad(dq);
+    uint16_t* q = reinterpret_cast<uint16_t*>(qf);
+    for (int64_t i = r0 * dp; i < r1 * dp; ++i) q[i] = 0;
+  }
+  static void zero_kv(float* k, float* v, int64_t dq, int64_t dv) {
+    std::memset(k, 0, size_t(k_floats(dq)) * 4);
+    std::memset(v, 0, size_t(v_floats(dv)) * 4);
+  }
+  // Key k: its d pairs are 32-bit units; unit p goes to pair-row p % 16 of chunk p / 16,
+  // column k % 16. A masked load zero-fills the odd-dq tail and the dq_pad padding.
+  static void pack_k(float* kf, int64_t k, const void* src, DType, int64_t dq, float, float*) {
+    const int64_t nch = dq_pad(dq) / 32;
+    uint32_t* kb = reinterpret_cast<uint32_t*>(kf) + (k / 16) * nch * 256 + (k % 16);
+    const uint16_t* s16 = static_cast<const uint16_t*>(src);
+    alignas(64) uint32_t units[16];
+    for (int64_t ch = 0; ch < nch; ++ch) {
+      const int64_t left = dq - ch * 32;
+      const __mmask32 m = left >= 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
+      _mm512_store_si512(units, _mm512_maskz_loadu_epi16(m, s16 + ch * 32));
+      uint32_t* dst = kb + ch * 256;
+#pragma GCC unroll 16
+      for (int r = 0; r < 16; ++r) dst[r * 16] = units[r];
+    }
+  }
+  static int64_t v_index(int64_t k, int64_t c, int64_t dv) {
+    const int64_t ncb = dv_pad(dv) / 16;
+    return ((((k / 32) * ncb + c / 16) * 16 + (k % 32) / 2) * 16 + c % 16) * 2 + (k % 2);
+  }
+  // Value row k fills one half of each 32-bit pair (even keys the low half): widen 16 values
+  // to 32 bits, shift odd keys up, and store only this row's halves. Inf/NaN: exponent bits
+  // all ones.
+  static bool pack_v(float* vf, int64_t k, const void* src, DType, int64_t dv, float) {
+    uint16_t* vb = reinterpret_cast<uint16_t*>(vf);
+    const uint16_t* s16 = static_cast<const uint16_t*>(src);
+    const int64_t ncb = dv_pad(dv) / 16;
+    const bool odd = k & 1;
+    const __mmask32 half = odd ? __mmask32(0xAAAAAAAAu) : __mmask32(0x55555555u);
+    const __m256i expo = _mm256_set1_epi16(0x7f80);
+    __mmask16 nonfinite = 0;
+    uint16_t* base = vb + (((k / 32) * ncb) * 16 + (k % 32) / 2) * 32;
+    for (int64_t cb = 0; cb < ncb; ++cb) {
+      const int64_t left = dv - cb * 16;
+      const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+      const __m256i h = _mm256_maskz_loadu_epi16(m, s16 + cb * 16);
+      nonfinite |= _mm256_cmpeq_epi16_mask(_mm256_and_si256(h, expo), expo);
+      __m512i w = _mm512_cvtepu16_epi32(h);
+      if (odd) w = _mm512_slli_epi32(w, 16);
+      _mm512_mask_storeu_epi16(base + cb * 16 * 32, half, w);
+    }
+    return nonfinite != 0;
+  }
+  static float v_at(const float* vf, int64_t k, int64_t c, int64_t dv) {
+    return cpu::cvt_bf16(reinterpret_cast<const uint16_t*>(vf)[v_index(k, c, dv)]);
+  }
+
+  static void begin() {
+    AmxTileConfig cfg;
+    for (int t = 0; t < 8; ++t) {
+      cfg.colsb[t] = 64;
+      cfg.rows[t] = 16;
+    }
+    _tile_loadconfig(&cfg);
+  }
+  static void end() { _tile_release(); }
+
+  // S[0..32)[c0..c1) = Q[s0 ..] . K[c0..c1) in fp32 (c0, c1 multiples of 32).
+  LONGATTN_CPU_STAGE static void qk(const float* qf, int64_t s0, int64_t dq, const float* kf, int c0, int c1,
+                                    float* s) {
+    const int64_t dp = dq_pad(dq), nch = dp / 32, qstride = dp * 2;
+    const uint16_t* q0 = reinterpret_cast<const uint16_t*>(qf) + s0 * dp;
+    const uint16_t* q1 = q0 + 16 * dp;
+    const uint32_t* kb = reinterpret_cast<const uint32_t*>(kf);
+    for (int k0 = c0; k0 < c1; k0 += 32) {
+      const uint32_t* b0 = kb + (k0 / 16) * nch * 256;
+      const uint32_t* b1 = b0 + nch * 256;
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (int64_t ch = 0; ch < nch; ++ch) {
+        _tile_loadd(4, q0 + ch * 32, qstride);
+        _tile_loadd(5, q1 + ch * 32, qstride);
+        _tile_loadd(6, b0 + ch * 256, 64);
+        _tile_loadd(7, b1 + ch * 256, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      _tile_stored(0, s + k0, kBN * 4);
+      _tile_stored(1, s + k0 + 16, kBN * 4);
+      _tile_stored(2, s + 16 * kBN + k0, kBN * 4);
+      _tile_stored(3, s + 16 * kBN + k0 + 16, kBN * 4);
+    }
+  }
+
+  // O[0..32) += P[.., k0..k1) V[k0..k1); P converted to bf16 here (round to nearest even).
+  LONGATTN_CPU_STAGE static void pv(const float* p, int k0, int k1, const float* vf, int64_t dv, float* o,
+                                    float* pf) {
+    uint16_t* pb = reinterpret_cast<uint16_t*>(pf);
+    for (int r = 0; r < MR; ++r)
+      for (int c = k0; c < k1; c += 16) {
+        const __m256bh h = _mm512_cvtneps_pbh(_mm512_load_ps(p + r * kBN + c));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + r * kBN + c), reinterpret_cast<const __m256i&>(h));
+      }
+    const int64_t dp = dv_pad(dv), ncb = dp / 16, ostride = dp * 4;
+    const uint16_t* vb = reinterpret_cast<const uint16_t*>(vf);
+    const bool two = k1 - k0 == 64;
+    // A operands stay loaded for the whole strip: tiles 2/3 keys [k0, k0+32), 4/5 the next 32.
+    _tile_loadd(2, pb + k0, kBN * 2);
+    _tile_loadd(3, pb + 16 * kBN + k0, kBN * 2);
+    if (two) {
+      _tile_loadd(4, pb + k0 + 32, kBN * 2);
+      _tile_loadd(5, pb + 16 * kBN + k0 + 32, kBN * 2);
+    }
+    const int64_t kb0 = k0 / 32;
+    for (int64_t cb = 0; cb < ncb; ++cb) {
+      float* o0 = o + cb * 16;
+      float* o1 = o + 16 * dp + cb * 16;
+      _tile_loadd(0, o0, ostride);
+      _tile_loadd(1, o1, ostride);
+      _tile_loadd(6, vb + (kb0 * ncb + cb) * 512, 64);
+      _tile_dpbf16ps(0, 2, 6);
+      _tile_dpbf16ps(1, 3, 6);
+      if (two) {
+        _tile_loadd(7, vb + ((kb0 + 1) * ncb + cb) * 512, 64);
+        _tile_dpbf16ps(0, 4, 7);
+        _tile_dpbf16ps(1, 5, 7);
+      }
+      _tile_stored(0, o0, ostride);
+      _tile_stored(1, o1, ostride);
+    }
+  }
+};
