@@ -66,10 +66,19 @@ def to_ext(x):
     name = dtype_name(x)
     if is_torch(x):
         t = _torch()
+        override = ""
         if name == "e4m3":
             # DLPack float8 support varies across PyTorch versions: pass the raw bytes.
-            return (x.view(t.uint8), "e4m3")
-        return (x, "")
+            x, override = x.view(t.uint8), "e4m3"
+        if x.device.type == "cuda":
+            # stream=-1: no producer-side synchronisation. We launch on PyTorch's current
+            # stream ourselves; torch's default (stream=None) would also make the legacy
+            # stream wait on it -- a hidden cross-stream dependency per tensor.
+            try:
+                return (x.__dlpack__(stream=-1), override)
+            except (TypeError, BufferError, RuntimeError):
+                pass
+        return (x, override)
     if name == "bf16":
         return (x.view(np.uint16), "bf16")
     if name == "e4m3":

@@ -190,6 +190,7 @@ def test_cuda_honours_current_stream():
         q2 = torch.zeros_like(q)
         torch.cuda._sleep(100_000_000)
         q2.copy_(q)
+        assert longattn._arrays.current_stream(q2) == s.cuda_stream
         out = longattn.flash_attn_func(q2, k, v, causal=True)
     s.synchronize()
     torch.testing.assert_close(out, expected, atol=0, rtol=0)
