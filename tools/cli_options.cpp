@@ -266,11 +266,14 @@ execution:
   --threads N          CPU threads (0: LONGATTN_NUM_THREADS or all cores)
   --repeat N           timed runs, median reported (default 3 cpu/reference, 20 cuda)
   --warmup N           untimed runs first (default 1)
-  --check-rows N       query rows checked against the float64 reference (default 32, 0: skip)
+  --check-rows N       (row, head) pairs checked against the float64 reference, in random
+                       blocks of 8 rows plus the first and last row (default 32, 0: skip;
+                       the whole output is always scanned for NaN)
   --seed N             random inputs seed
-  --quiet              print only the result line
+  --quiet              omit the problem and backend lines
 
-files (.npy; float32/float16/float64/bfloat16(ml_dtypes) read, C order):
+files (.npy, C order; float32, float16, float64 (read as float32), ml_dtypes bfloat16 and
+float8_e4m3fn):
   --q F --k F --v F    inputs: dense (batch, seq, heads, dim) or ragged (tokens, heads, dim)
                        with --ragged; shapes set batch/seq/heads/dim
   --out F              write the output (float32 unless --out-dtype is given)
