@@ -46,7 +46,7 @@ TEST(OracleRule, ReferencePassesOnEveryFeature) {
   for (const CaseSpec& s : feature_specs()) {
     Case c = make_case(s);
     OracleResult r = run_and_check(c.args);
-    EXPECT_TRUE(r.failure.empty()) << "spec " << n << ": " << r.failure;
+    EXPECT_TRUE(r.failure.empty()) << describe(s) << ": " << r.failure;
     EXPECT_GT(r.naive_err, 0.0) << "spec " << n << ": the naive baseline must differ from float64";
     ++n;
   }
@@ -138,6 +138,12 @@ TEST(OracleRule, RowsAtEqualsRowRange) {
       ASSERT_EQ(emu2[r * size_t(s.dim_v) + d], emu[i * size_t(s.dim_v) + d]);
     }
   }
+}
+
+TEST(OracleRule, DescribeNamesTheFeatures) {
+  CaseSpec s;
+  s.mask.causal = true, s.page_size = 16, s.sinks = true;
+  EXPECT_EQ(describe(s), "b2 sq17 sk23 h4/2 d64/64 bf16->bf16 causal(br) sinks paged16 seed=1");
 }
 
 TEST(OracleRule, DetectsBackendError) {

@@ -170,6 +170,30 @@ double get(const Tensor& t, std::initializer_list<int64_t> index) {
   return load_as_double(t.data, t.dtype, off);
 }
 
+std::string describe(const CaseSpec& s) {
+  std::ostringstream os;
+  os << "b" << s.batch << " sq" << s.seq_q << " sk" << s.seq_k << " h" << s.heads_q << "/" << s.heads_kv
+     << " d" << s.dim_qk << "/" << s.dim_v << " " << dtype_name(s.dtype) << "->" << dtype_name(s.out_dtype);
+  const Mask& m = s.mask;
+  if (m.causal) os << " causal";
+  if (m.causal || m.window_left >= 0 || m.window_right >= 0 || m.chunk_size > 0)
+    os << (m.align == CausalAlign::top_left ? "(tl)" : "(br)");
+  if (m.window_left >= 0 || m.window_right >= 0) os << " window(" << m.window_left << "," << m.window_right << ")";
+  if (m.chunk_size > 0) os << " chunk" << m.chunk_size;
+  if (s.softmax_scale) os << " scale=" << *s.softmax_scale;
+  if (s.softcap > 0) os << " softcap=" << s.softcap;
+  if (s.sinks) os << " sinks";
+  if (!s.lse) os << " no-lse";
+  if (s.ragged_q) os << " ragged_q";
+  if (s.ragged_k) os << " ragged_k";
+  if (s.page_size > 0) os << " paged" << s.page_size;
+  if (s.seqused_k) os << " seqused_k";
+  if (s.padded) os << " padded";
+  if (s.amp != 1.0f) os << " amp=" << s.amp;
+  os << " seed=" << s.seed;
+  return os.str();
+}
+
 Case make_case(const CaseSpec& spec) {
   Case c;
   c.spec = spec;

@@ -77,6 +77,10 @@ struct CaseSpec {
   uint64_t seed = 1;
 };
 
+/// One line naming every non-default field, for failure messages:
+/// "b2 sq17 sk23 h4/2 d64/64 bf16->bf16 causal(br) ragged_q seed=1".
+std::string describe(const CaseSpec& s);
+
 /// Owned tensors of one problem plus the Args viewing them (backend: reference).
 struct Case {
   CaseSpec spec;
