@@ -178,3 +178,11 @@ def test_threads_do_not_change_results(rng):
     a = longattn.flash_attn_func(q, k, v, causal=True, num_threads=1)
     b = longattn.flash_attn_func(q, k, v, causal=True, num_threads=2)
     np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+
+
+def test_flash_attn_interface_alias(rng):
+    import longattn.flash_attn_interface as fai
+
+    q, k, v = randn(rng, (1, 11, 2, 32)), randn(rng, (1, 11, 2, 32)), randn(rng, (1, 11, 2, 32))
+    np.testing.assert_array_equal(fai.flash_attn_func(q, k, v, causal=True),
+                                  longattn.flash_attn_func(q, k, v, causal=True))
