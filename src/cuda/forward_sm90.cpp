@@ -31,6 +31,13 @@ float rescale_threshold() {
   return e ? std::strtof(e, nullptr) : 8.0f;
 }
 
+// Measurement switches (A/B in one process): LONGATTN_PINGPONG=0 disables the warpgroup
+// ping-pong; LONGATTN_CAUSAL_TILE=1 runs non-causal problems with the causal tile.
+bool env_is(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) == value;
+}
+
 Status check_tma_operand(const char* name, const Tensor& t) {
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
     return Status::NotSupported(std::string(name) + ": base pointer must be 16-byte aligned for the CUDA backend");
@@ -118,11 +125,13 @@ Status cuda_forward(const Args& a, const Problem& p) {
     return e == cudaSuccess ? Status::Ok() : cuda_error("fill", e);
   }
   // TMA coordinates are int32.
-  if (p.max_seq_q > INT32_MAX - 512 || p.max_seq_k > INT32_MAX - 512 || p.heads_q > INT32_MAX || p.batch > INT32_MAX)
-    return not_yet("sequence lengths or counts beyond 2^31");
+  // TMA coordinates and tile ids are int32 (element offsets stay 64-bit).
+  if (p.max_seq_q + p.max_seq_k > INT32_MAX - 1024 || p.heads_q > INT32_MAX || p.batch > INT32_MAX)
+    return not_yet("sequence lengths beyond 2^31");
 
   const bool causal = p.mask.causal;
-  const cuda::sm90::TileConfig tc = cuda::sm90::tile_config(int(p.dim_qk), causal);
+  const bool causal_tile = env_is("LONGATTN_CAUSAL_TILE", "1");
+  const cuda::sm90::TileConfig tc = cuda::sm90::tile_config(int(p.dim_qk), causal || causal_tile);
   const CUtensorMapDataType dt =
       p.in_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 
@@ -142,6 +151,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
   fp.seq_k = p.max_seq_k;
   fp.num_m_blocks = (p.max_seq_q + tc.block_m - 1) / tc.block_m;
   fp.num_tiles = fp.num_m_blocks * p.heads_q * p.batch;
+  if (fp.num_tiles >= INT32_MAX - 4096) return not_yet("2^31 or more query tiles");
   fp.scale_log2 = float(double(p.scale) * 1.4426950408889634);
   fp.rescale_threshold = rescale_threshold();
   fp.causal = causal;
@@ -161,6 +171,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
   }
   la.num_sms = guard.num_sms();
   la.stream = stream;
+  la.causal_tile = causal_tile;
+
+  fp.pingpong = !env_is("LONGATTN_PINGPONG", "0");
 
   cudaError_t e = p.in_dtype == DType::bf16 ? dispatch_dim<InType::bf16>(p.dim_qk, la)
                                             : dispatch_dim<InType::f16>(p.dim_qk, la);

@@ -41,6 +41,25 @@ struct KernelConfig {
   static_assert(kBlockN % 16 == 0 && kHeadDim % 64 == 0, "wgmma k16 steps / 128B chunks");
 };
 
+// Ping-pong between consumer warpgroups: a warpgroup issues its GEMMs only in its turn
+// (named barrier 1 + wg) and then passes the turn on, so one warpgroup's softmax runs while
+// the other's GEMMs occupy the tensor cores. Every warpgroup runs the same number of GEMM
+// rounds (all work on the same tile), which keeps the turns aligned.
+template <class Cfg>
+struct PingPong {
+  bool on;
+  int wg;
+  __device__ void init() const {
+    if (on && wg == Cfg::kWGs - 1) ptx::named_arrive(1, 256);  // warpgroup 0 starts
+  }
+  __device__ void wait_turn() const {
+    if (on) ptx::named_sync(1 + wg, 256);
+  }
+  __device__ void pass_turn() const {
+    if (on) ptx::named_arrive(1 + (wg + 1) % Cfg::kWGs, 256);
+  }
+};
+
 template <class Cfg>
 __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::Smem sm, int wg,
                                               int tid) {
@@ -53,9 +72,13 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
   auto release = [&](uint64_t* bar) {
     if (lane == 0) ptx::mbar_arrive(bar);
   };
+  const PingPong<Cfg> turn{p.pingpong && Cfg::kWGs > 1, wg};
+  turn.init();
 
-  for (int64_t t = StaticScheduler::first(); t < p.num_tiles; t = StaticScheduler::next(t)) {
-    const TileCoord tc = StaticScheduler::decode(p, t);
+  for (int64_t k = 0;; ++k) {
+    const int64_t t = TileScheduler::tile_id(p, k);
+    if (t < 0) break;
+    const TileCoord tc = TileScheduler::decode(p, t);
     const TileMask<Cfg::kBlockM, Cfg::kBlockN> mask(p, tc.m_block);
     int64_t lo, hi;
     mask.block_range(p.seq_q, &lo, &hi);
@@ -74,7 +97,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       uint32_t pf[kNP];
       int64_t j = hi - 1;
       ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
+      turn.wait_turn();
       gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
+      turn.pass_turn();
       ptx::wgmma_wait<0>();
       ptx::pin(s);
       release(sm.k_empty(ks.stage));
@@ -86,9 +111,11 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
 
       for (j = hi - 2; j >= lo; --j) {
         ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
+        turn.wait_turn();
         gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
         ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
         gemm_pv<Cfg>(o, pf, sm.v(vs.stage));
+        turn.pass_turn();
         ptx::wgmma_wait<1>();
         ptx::pin(s);
         release(sm.k_empty(ks.stage));
@@ -104,7 +131,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
       }
       ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
+      turn.wait_turn();
       gemm_pv<Cfg>(o, pf, sm.v(vs.stage));
+      turn.pass_turn();
       ptx::wgmma_wait<0>();
       ptx::pin(o);
       release(sm.v_empty(vs.stage));
@@ -151,12 +180,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::setmaxnreg_dec<Cfg::kTile.producer_regs>();
     if (tid == 0) {
       Producer<Cfg> prod{&tm_q, &tm_k, &tm_v, sm};
-      for (int64_t t = StaticScheduler::first(); t < p.num_tiles; t = StaticScheduler::next(t)) {
-        const TileCoord tc = StaticScheduler::decode(p, t);
+      for (int64_t k = 0;; ++k) {
+        const int64_t t = TileScheduler::tile_id(p, k);
+        if (t < 0) break;
+        const TileCoord tc = TileScheduler::decode(p, t);
         const TileMask<Cfg::kBlockM, Cfg::kBlockN> mask(p, tc.m_block);
         int64_t lo, hi;
         mask.block_range(p.seq_q, &lo, &hi);
-        prod.tile(tc.b, tc.h, tc.h / p.group, tc.m_block, lo, hi);
+        prod.tile(tc.b, tc.h, tc.h / int32_t(p.group), tc.m_block, int32_t(lo), int32_t(hi));
       }
     }
   } else {

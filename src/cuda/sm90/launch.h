@@ -17,9 +17,11 @@ struct LaunchArgs {
   FwdParams p;
   int num_sms = 132;
   cudaStream_t stream = nullptr;
+  bool causal_tile = false;  // use tile_config(d, true) even when not causal (measurements)
 };
 
-// Launches the kernel for (dtype, head dim); tile sizes come from tile_config(D, causal).
+// Launches the kernel for (dtype, head dim); tile sizes come from
+// tile_config(D, p.causal || causal_tile).
 template <InType kIn, int kHeadDim>
 cudaError_t launch_fwd(const LaunchArgs& a);
 

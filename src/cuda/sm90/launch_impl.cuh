@@ -29,7 +29,7 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
   if constexpr (c0.block_m == c1.block_m && c0.block_n == c1.block_n && c0.stages == c1.stages) {
     return launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
   } else {
-    return a.p.causal ? launch_cfg<KernelConfig<T, kHeadDim, true>>(a)
+    return (a.p.causal || a.causal_tile) ? launch_cfg<KernelConfig<T, kHeadDim, true>>(a)
                       : launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
   }
 }

@@ -25,21 +25,21 @@ struct Producer {
   PipeState<Cfg::kStages> ks, vs;
   uint32_t q_phase = 0;
 
-  __device__ void load_q(int64_t b, int64_t h, int64_t m_block) {
+  __device__ void load_q(int32_t b, int32_t h, int32_t m_block) {
     ptx::mbar_wait(sm.q_empty(), q_phase ^ 1u);
     q_phase ^= 1u;
     ptx::mbar_arrive_expect_tx(sm.q_full(), Smem::kQBytes);
     ptx::tma_load_5d(sm.q(), tm_q, sm.q_full(), 0, int32_t(m_block * Cfg::kBlockM), 0,
                      int32_t(h), int32_t(b));
   }
-  __device__ void load_k(int64_t b, int64_t hk, int64_t n_block) {
+  __device__ void load_k(int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKVBytes);
     ptx::tma_load_5d(sm.k(ks.stage), tm_k, sm.k_full(ks.stage), 0,
                      int32_t(n_block * Cfg::kBlockN), 0, int32_t(hk), int32_t(b));
     ks.advance();
   }
-  __device__ void load_v(int64_t b, int64_t hk, int64_t n_block) {
+  __device__ void load_v(int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.v_empty(vs.stage), vs.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kKVBytes);
     ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), 0,
@@ -47,11 +47,11 @@ struct Producer {
     vs.advance();
   }
   // All loads of one tile, in the consumers' order.
-  __device__ void tile(int64_t b, int64_t h, int64_t hk, int64_t m_block, int64_t lo, int64_t hi) {
+  __device__ void tile(int32_t b, int32_t h, int32_t hk, int32_t m_block, int32_t lo, int32_t hi) {
     load_q(b, h, m_block);
     if (hi <= lo) return;
     load_k(b, hk, hi - 1);
-    for (int64_t j = hi - 2; j >= lo; --j) {
+    for (int32_t j = hi - 2; j >= lo; --j) {
       load_k(b, hk, j);
       load_v(b, hk, j + 1);
     }

@@ -17,6 +17,7 @@ struct FwdParams {
   float scale_log2 = 0;         // softmax scale * log2(e): logits in log2 units
   float rescale_threshold = 0;  // lazy rescale: rescale O only when the max grows more (log2 units); <= 0: always
   bool causal = false;
+  bool pingpong = true;  // alternate GEMM turns between consumer warpgroups
   int64_t causal_offset = 0;  // key position of query 0 (seq_k - seq_q bottom-right, 0 top-left)
 
   void* out = nullptr;

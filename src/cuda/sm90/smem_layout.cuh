@@ -15,7 +15,8 @@ struct SmemLayout {
   static constexpr int kKOff = kQOff + kQBytes;
   static constexpr int kVOff = kKOff + kStages * kKVBytes;
   static constexpr int kBarOff = kVOff + kStages * kKVBytes;
-  static constexpr int kBytes = kBarOff + 8 * (2 + 4 * kStages);
+  static constexpr int kNumBars = 2 + 4 * kStages;  // q, k and v rings
+  static constexpr int kBytes = kBarOff + 8 * kNumBars;
   static_assert(kQBytes % 1024 == 0 && kKVBytes % 1024 == 0, "tiles must stay 1024-aligned");
 
   uint8_t* base;
