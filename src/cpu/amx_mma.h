@@ -157,30 +157,38 @@ struct AmxMma {
       }
     const int64_t dp = dv_pad(dv), ncb = dp / 16, ostride = dp * 4;
     const uint16_t* vb = reinterpret_cast<const uint16_t*>(vf);
-    const bool two = k1 - k0 == 64;
-    // A operands stay loaded for the whole strip: tiles 2/3 keys [k0, k0+32), 4/5 the next 32.
-    _tile_loadd(2, pb + k0, kBN * 2);
-    _tile_loadd(3, pb + 16 * kBN + k0, kBN * 2);
-    if (two) {
-      _tile_loadd(4, pb + k0 + 32, kBN * 2);
-      _tile_loadd(5, pb + 16 * kBN + k0 + 32, kBN * 2);
-    }
-    const int64_t kb0 = k0 / 32;
-    for (int64_t cb = 0; cb < ncb; ++cb) {
+    // Two column blocks at a time: four independent accumulators (rows 0-15 / 16-31 x two
+    // blocks) keep the tile unit busy; with one block, each C tile's load -> 2 tdp -> store
+    // chain ran serially.
+    for (int64_t cb = 0; cb < ncb; cb += 2) {
+      const bool pair = cb + 1 < ncb;
       float* o0 = o + cb * 16;
       float* o1 = o + 16 * dp + cb * 16;
       _tile_loadd(0, o0, ostride);
       _tile_loadd(1, o1, ostride);
-      _tile_loadd(6, vb + (kb0 * ncb + cb) * 512, 64);
-      _tile_dpbf16ps(0, 2, 6);
-      _tile_dpbf16ps(1, 3, 6);
-      if (two) {
-        _tile_loadd(7, vb + ((kb0 + 1) * ncb + cb) * 512, 64);
-        _tile_dpbf16ps(0, 4, 7);
-        _tile_dpbf16ps(1, 5, 7);
+      if (pair) {
+        _tile_loadd(2, o0 + 16, ostride);
+        _tile_loadd(3, o1 + 16, ostride);
+      }
+      for (int kk = k0; kk < k1; kk += 32) {
+        _tile_loadd(4, pb + kk, kBN * 2);
+        _tile_loadd(5, pb + 16 * kBN + kk, kBN * 2);
+        const uint16_t* v0 = vb + ((kk / 32) * ncb + cb) * 512;
+        _tile_loadd(6, v0, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 5, 6);
+        if (pair) {
+          _tile_loadd(7, v0 + 512, 64);
+          _tile_dpbf16ps(2, 4, 7);
+          _tile_dpbf16ps(3, 5, 7);
+        }
       }
       _tile_stored(0, o0, ostride);
       _tile_stored(1, o1, ostride);
+      if (pair) {
+        _tile_stored(2, o0 + 16, ostride);
+        _tile_stored(3, o1 + 16, ostride);
+      }
     }
   }
 };

@@ -125,13 +125,15 @@ inline V softcap(V s2, V c2, V inv_c2) {
 
 // Online softmax of one strip over columns [c0, c1) (multiples of W), in place: S becomes
 // P = 2^(S - m_used). m/l/o are the strip's running max, denominator and output rows.
+// `scale` (> 0) multiplies S on the fly (the AMX kernel's unscaled Q.K): max commutes with
+// it, and 2^(s*scale - m) is one FMA, so no separate pass over S is needed.
 LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float* l, float* o, int64_t dv_pad,
-                          bool lazy) {
+                          bool lazy, float scale) {
   for (int r = 0; r < MR; ++r) {
     float* row = s + r * kBN;
     V mx = Simd::set1(kNegInf);
     for (int c = c0; c < c1; c += W) mx = Simd::max(mx, Simd::load(row + c));
-    const float mt = Simd::hmax(mx);
+    const float mt = Simd::hmax(mx) * scale;
     float mu = m[r];
     // mu == -inf: mu + 8 == -inf, so any finite tile max triggers the first "rescale"
     // (alpha = 2^-inf = 0 on an all-zero O). NaN compares false and flows through P.
@@ -146,10 +148,11 @@ LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float*
     }
     // A row that has seen no visible key yet has mu = -inf: subtract 0 so that masked
     // logits give 2^-inf = 0 rather than 2^(-inf - -inf) = NaN.
-    const V vm = Simd::set1(mu == kNegInf ? 0.0f : mu);
+    const V vm = Simd::set1(mu == kNegInf ? -0.0f : -mu);
+    const V vs = Simd::set1(scale);
     V sum = Simd::zero();
     for (int c = c0; c < c1; c += W) {
-      const V pv = Simd::exp2(Simd::sub(Simd::load(row + c), vm));
+      const V pv = Simd::exp2(Simd::fma(Simd::load(row + c), vs, vm));
       Simd::store(row + c, pv);
       sum = Simd::add(sum, pv);
     }
@@ -251,7 +254,9 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
         c1 = int(round_up(imin(max_hi, j0 + kBN) - j0, kPanel));
       }
       Mma::qk(Q, s0, dq, KT, c0, c1, S);
-      if (!Mma::kPrescaledQ) {
+      float sm_scale = Mma::kPrescaledQ ? 1.0f : qs;
+      if (sm_scale != 1.0f && kc.softcap2 > 0.0f) {  // softcap needs the scaled logits
+        sm_scale = 1.0f;
         for (int r = 0; r < MR; ++r)
           for (int c = c0; c < c1; c += W) {
             float* p = S + r * kBN + c;
@@ -277,7 +282,7 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
           for (int64_t c = b; c < c1; ++c) row[c] = kNegInf;
         }
       }
-      softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, kc.lazy_rescale);
+      softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, kc.lazy_rescale, sm_scale);
       if (!full && v_nonfinite)
         pv_strip_masked(S, c0, c1, Vt, dv, dvp, O + s0 * dvp, lo, hi, j0);
       else
