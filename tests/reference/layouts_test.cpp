@@ -34,8 +34,7 @@ TEST_P(PagedEqualsDense, AfterGathering) {
   dense.q.t.data = dense.q.bytes.data(), dense.args.q = dense.q.t;
   dense.sinks.bytes = paged.sinks.bytes;
   if (seqused) {
-    dense.seqused_k = paged.seqused_k;
-    dense.seqused_k.t.data = dense.seqused_k.bytes.data();
+    dense.seqused_k = paged.seqused_k;  // a deep copy
     dense.args.seqused_k = dense.seqused_k.t;
   }
   const auto* table = static_cast<const int32_t*>(paged.page_table.t.data);

@@ -146,6 +146,20 @@ TEST(OracleRule, DescribeNamesTheFeatures) {
   EXPECT_EQ(describe(s), "b2 sq17 sk23 h4/2 d64/64 bf16->bf16 causal(br) sinks paged16 seed=1");
 }
 
+TEST(TestSupport, HostTensorCopyIsDeep) {
+  HostTensor a = random_padded(DType::f32, {3, 4}, 2, 5);
+  HostTensor b = a;
+  EXPECT_NE(b.t.data, a.t.data);
+  EXPECT_EQ(b.t.data, static_cast<void*>(b.bytes.data()));
+  static_cast<float*>(b.t.data)[0] = 42.0f;
+  EXPECT_NE(get(a, 0), 42.0);
+  EXPECT_EQ(get(b, 0), 42.0);
+  EXPECT_EQ(get(b, 5), get(a, 5));  // padded strides survive the copy
+  HostTensor c;
+  c = a;
+  EXPECT_EQ(c.t.data, static_cast<void*>(c.bytes.data()));
+}
+
 TEST(OracleRule, DetectsBackendError) {
   Case c = make_case(CaseSpec{});
   c.args.backend = Backend::cuda;  // host tensors: refused

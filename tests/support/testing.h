@@ -21,12 +21,29 @@
 namespace longattn::testing {
 
 /// A host tensor that owns its bytes; `t` views them (contiguous unless restrided).
-/// Moving a HostTensor keeps `t.data` valid (the byte vector's buffer moves with it).
+/// Moving keeps `t.data` valid (the byte vector's buffer moves with it); copying makes a
+/// deep copy whose `t.data` points into the copy's own bytes.
 struct HostTensor {
   std::vector<uint8_t> bytes;
   Tensor t;
   Tensor& operator*() { return t; }
   const Tensor& operator*() const { return t; }
+
+  HostTensor() = default;
+  HostTensor(HostTensor&&) = default;
+  HostTensor& operator=(HostTensor&&) = default;
+  HostTensor(const HostTensor& o) : bytes(o.bytes), t(o.t) { repoint(o); }
+  HostTensor& operator=(const HostTensor& o) {
+    if (this != &o) bytes = o.bytes, t = o.t, repoint(o);
+    return *this;
+  }
+
+ private:
+  void repoint(const HostTensor& o) {
+    const auto* base = o.bytes.data();
+    const auto* p = static_cast<const uint8_t*>(o.t.data);
+    if (p && base && p >= base && p < base + o.bytes.size()) t.data = bytes.data() + (p - base);
+  }
 };
 
 /// Zero-filled contiguous tensor.
@@ -82,7 +99,14 @@ struct CaseSpec {
 std::string describe(const CaseSpec& s);
 
 /// Owned tensors of one problem plus the Args viewing them (backend: reference).
+/// Movable, not copyable (a copy's `args` would still view the original's buffers).
 struct Case {
+  Case() = default;
+  Case(Case&&) = default;
+  Case& operator=(Case&&) = default;
+  Case(const Case&) = delete;
+  Case& operator=(const Case&) = delete;
+
   CaseSpec spec;
   HostTensor q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, page_table, sinks,
       q_descale, k_descale, v_descale;
