@@ -365,6 +365,11 @@ TEST_F(BadPaged, UnusedPageTableEntriesAreNotChecked) {
   OracleResult r = run_and_check(a);
   EXPECT_TRUE(r.failure.empty()) << r.failure;
 }
+TEST_F(BadPaged, PageTableDtypeFloat) {
+  Args a = c.args;
+  a.page_table.dtype = DType::f32;
+  expect_invalid(a, "page_table", "i32");
+}
 TEST_F(BadPaged, PageSizeZero) {
   Args a = c.args;
   a.k.shape[1] = a.v.shape[1] = 0;
@@ -417,6 +422,11 @@ TEST_F(BadFp8, DescaleWrongShape) {
   Args a = c.args;
   a.k_descale.shape[1] = 4;  // per (batch, kv head): kv heads are 2
   expect_invalid(a, "k_descale", "(batch, heads_kv)");
+}
+TEST_F(BadFp8, DescaleDtypeBf16) {
+  Args a = c.args;
+  a.v_descale.dtype = DType::bf16;
+  expect_invalid(a, "v_descale", "f32");
 }
 TEST_F(Bad, DescaleWithoutFp8) {
   HostTensor d = random_tensor(DType::f32, {2, 2}, 3);
