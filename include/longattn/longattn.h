@@ -10,7 +10,9 @@
 //  - Sinks: one float32 logit per query head that joins the softmax denominator only.
 //  - LSE: float32 natural-log logsumexp of the (scaled, capped, masked) logits, sinks
 //    included; dense (batch, heads_q, seq_q), ragged (heads_q, total_q).
-//  - A query row with no visible key produces 0 output and LSE = -inf (never NaN).
+//  - A query row with no visible key produces 0 output and LSE = -inf (never NaN); with a
+//    sink its LSE is the sink logit (the sink is still part of the denominator, so split-KV
+//    and context-parallel merges through `combine` stay exact).
 #pragma once
 
 #include <cstdint>
