@@ -25,10 +25,10 @@
 
 namespace longattn::cuda::sm90 {
 
-template <class T, int kHeadDim_, bool kCausalTile>
+template <class T, int kHeadDim_, bool kCausalTile, int kVariant = 0>
 struct KernelConfig {
   using Element = T;
-  static constexpr TileConfig kTile = tile_config(kHeadDim_, kCausalTile);
+  static constexpr TileConfig kTile = tile_config(kHeadDim_, kCausalTile, kVariant);
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
@@ -82,6 +82,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     const TileMask<Cfg::kBlockM, Cfg::kBlockN> mask(p, tc.m_block);
     int64_t lo, hi;
     mask.block_range(p.seq_q, &lo, &hi);
+    const int64_t j_mask = mask.first_masked_block();
 
     float o[kNO];
 #pragma unroll
@@ -105,14 +106,18 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       release(sm.k_empty(ks.stage));
       ks.advance();
       if (j == lo) release(sm.q_empty());
-      if (mask.needs_mask(j)) mask.apply(s, j, row0, lane);
+      if (j >= j_mask) mask.apply(s, j, row0, lane);
       smx.update(s, p.scale_log2, p.rescale_threshold, factor);
       ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
+      bool rescale = false;  // O rescale owed by the last softmax, applied before the next P.V
 
       for (j = hi - 2; j >= lo; --j) {
         ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
         turn.wait_turn();
         gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
+        // Rescale O while S runs on the tensor cores (FlashAttention-3 order): O is not an
+        // operand of any wgmma in flight here.
+        if (rescale) rescale_rows(o, factor);
         ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
         gemm_pv<Cfg>(o, pf, sm.v(vs.stage));
         turn.pass_turn();
@@ -121,15 +126,16 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         release(sm.k_empty(ks.stage));
         ks.advance();
         if (j == lo) release(sm.q_empty());
-        if (mask.needs_mask(j)) mask.apply(s, j, row0, lane);
-        bool moved = smx.update(s, p.scale_log2, p.rescale_threshold, factor);
+        if (j >= j_mask) mask.apply(s, j, row0, lane);
+        const bool moved = smx.update(s, p.scale_log2, p.rescale_threshold, factor);
+        rescale = moved || p.rescale_threshold <= 0.f;
         ptx::wgmma_wait<0>();
         ptx::pin(o);
         release(sm.v_empty(vs.stage));
         vs.advance();
-        if (moved || p.rescale_threshold <= 0.f) rescale_rows(o, factor);
         ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
       }
+      if (rescale) rescale_rows(o, factor);
       ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
       turn.wait_turn();
       gemm_pv<Cfg>(o, pf, sm.v(vs.stage));

@@ -17,11 +17,11 @@ struct LaunchArgs {
   FwdParams p;
   int num_sms = 132;
   cudaStream_t stream = nullptr;
-  bool causal_tile = false;  // use tile_config(d, true) even when not causal (measurements)
+  int tile_variant = 0;  // tile_config variant (measurements only; 0 = the table's choice)
 };
 
 // Launches the kernel for (dtype, head dim); tile sizes come from
-// tile_config(D, p.causal || causal_tile).
+// tile_config(D, p.causal, tile_variant).
 template <InType kIn, int kHeadDim>
 cudaError_t launch_fwd(const LaunchArgs& a);
 

@@ -25,13 +25,17 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
 template <InType kIn, int kHeadDim>
 cudaError_t launch_fwd(const LaunchArgs& a) {
   using T = std::conditional_t<kIn == InType::bf16, __nv_bfloat16, __half>;
-  constexpr TileConfig c0 = tile_config(kHeadDim, false), c1 = tile_config(kHeadDim, true);
-  if constexpr (c0.block_m == c1.block_m && c0.block_n == c1.block_n && c0.stages == c1.stages) {
-    return launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
-  } else {
-    return (a.p.causal || a.causal_tile) ? launch_cfg<KernelConfig<T, kHeadDim, true>>(a)
-                      : launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
+  constexpr TileConfig full = tile_config(kHeadDim, false), causal = tile_config(kHeadDim, true),
+                       wide = tile_config(kHeadDim, false, 2);
+  // Instantiate each distinct tile once.
+  if (a.p.causal || a.tile_variant == 1) {
+    if constexpr (causal == full) return launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
+    else return launch_cfg<KernelConfig<T, kHeadDim, true>>(a);
   }
+  if (a.tile_variant == 2) {
+    if constexpr (!(wide == full)) return launch_cfg<KernelConfig<T, kHeadDim, false, 2>>(a);
+  }
+  return launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
 }
 
 }  // namespace longattn::cuda::sm90

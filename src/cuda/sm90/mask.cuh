@@ -39,6 +39,18 @@ struct TileMask {
     return causal && n0 + kBlockN - 1 > m0 + offset;
   }
 
+  // needs_mask(j) is monotone in j: it holds exactly for j >= this block (computed once per
+  // tile so the loop tests one integer).
+  __device__ int64_t first_masked_block() const {
+    int64_t j = seq_k / kBlockN;  // the block holding the key tail (or one past the end)
+    if (causal) {
+      const int64_t x = m0 + offset - kBlockN + 1;  // blocks ending past the first row's diagonal
+      const int64_t jc = (x >= 0 ? x / kBlockN : -((-x + kBlockN - 1) / kBlockN)) + 1;
+      if (jc < j) j = jc;
+    }
+    return j;
+  }
+
   // Set invisible elements of the S accumulator fragment (64 x kBlockN per warpgroup) to
   // -inf. `row0` is this thread's first row within the tile (the second is row0 + 8).
   template <int NS>

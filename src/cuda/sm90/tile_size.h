@@ -18,7 +18,11 @@ struct TileConfig {
   int consumer_regs;  // setmaxnreg for each consumer warpgroup
 };
 
-constexpr TileConfig tile_config(int head_dim, bool causal) {
+// `variant` exists for measurements only (LONGATTN_TILE env, forward_sm90.cpp): 0 = the
+// table's choice, 1 = the causal tile for a non-causal problem, 2 = a wider key tile.
+constexpr TileConfig tile_config(int head_dim, bool causal, int variant = 0) {
+  if (variant == 1) causal = true;
+  if (variant == 2 && head_dim > 64 && head_dim <= 128) return {128, 192, 2, 2, 24, 240};
   // Producer registers: 24 spilled once the producer decoded tiles with 64-bit math; 40
   // (32 with three consumers) does not.
   // hdim 64: 192 x 128 with three consumer warpgroups (128*32 + 384*160 = 64K registers;
@@ -26,13 +30,15 @@ constexpr TileConfig tile_config(int head_dim, bool causal) {
   if (head_dim <= 64) return {192, 128, 2, 3, 32, 160};
   // hdim 128: 128 x 176 non-causal (208 KB smem; S 88 + P 44 + O 64 registers), 128 x 128
   // causal (finer diagonal tiles).
-  if (head_dim <= 128) return causal ? TileConfig{128, 128, 2, 2, 40, 232} : TileConfig{128, 176, 2, 2, 40, 232};
+  if (head_dim <= 128) return causal ? TileConfig{128, 128, 2, 2, 24, 240} : TileConfig{128, 176, 2, 2, 24, 240};
   // hdim 256: O alone takes 128 registers; 128 x 80 keeps smem at 224 KB.
-  return {128, 80, 2, 2, 40, 232};
+  return {128, 80, 2, 2, 24, 240};
 }
 
-constexpr int smem_bytes(int head_dim, const TileConfig& c) {
-  return (c.block_m + 2 * c.stages * c.block_n) * head_dim * 2 + 1024 /*align*/ + 256 /*barriers*/;
+constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
+  return a.block_m == b.block_m && a.block_n == b.block_n && a.stages == b.stages &&
+         a.consumer_wgs == b.consumer_wgs && a.producer_regs == b.producer_regs &&
+         a.consumer_regs == b.consumer_regs;
 }
 
 }  // namespace longattn::cuda::sm90
