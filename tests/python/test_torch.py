@@ -2,6 +2,7 @@
 on a Hopper device with a CUDA build of longattn. Skipped cleanly without torch / a GPU."""
 
 import functools
+import os
 
 import numpy as np
 import pytest
@@ -12,7 +13,11 @@ from conftest import assert_oracle
 torch = pytest.importorskip("torch")
 
 HAS_GPU = torch.cuda.is_available() and longattn.cuda_available()
-gpu = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA sm_90 device and a CUDA build of longattn")
+# The device tests run on CUDA; LONGATTN_GPU_TESTS_ON_CPU=1 runs their logic on CPU tensors
+# (the CPU backend) to check the tests themselves on a machine without a GPU.
+DEV = "cuda" if HAS_GPU else ("cpu" if os.environ.get("LONGATTN_GPU_TESTS_ON_CPU") else None)
+gpu = pytest.mark.skipif(DEV is None, reason="needs a CUDA sm_90 device and a CUDA build of longattn")
+cuda_only = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA sm_90 device")
 
 
 def to_np(x):
@@ -127,9 +132,9 @@ def skip_unsupported(test):
 @pytest.mark.parametrize("dim", [64, 128, 256])
 def test_cuda_vs_float64_and_sdpa(causal, seq, dim):
     g = torch.Generator().manual_seed(seq + dim)
-    q = t_randn((2, seq, 8, dim), torch.bfloat16, "cuda", g)
-    k = t_randn((2, seq, 2, dim), torch.bfloat16, "cuda", g)
-    v = t_randn((2, seq, 2, dim), torch.bfloat16, "cuda", g)
+    q = t_randn((2, seq, 8, dim), torch.bfloat16, DEV, g)
+    k = t_randn((2, seq, 2, dim), torch.bfloat16, DEV, g)
+    v = t_randn((2, seq, 2, dim), torch.bfloat16, DEV, g)
     out, lse = longattn.flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)
     assert out.device == q.device and out.dtype == torch.bfloat16
     assert not out.isnan().any() and not lse.isnan().any()
@@ -148,10 +153,10 @@ def test_cuda_vs_float64_and_sdpa(causal, seq, dim):
 @skip_unsupported
 def test_cuda_features():
     g = torch.Generator().manual_seed(7)
-    q = t_randn((2, 300, 8, 128), torch.bfloat16, "cuda", g)
-    k = t_randn((2, 333, 2, 128), torch.bfloat16, "cuda", g)
-    v = t_randn((2, 333, 2, 128), torch.bfloat16, "cuda", g)
-    sinks = torch.randn(8, generator=g).cuda()
+    q = t_randn((2, 300, 8, 128), torch.bfloat16, DEV, g)
+    k = t_randn((2, 333, 2, 128), torch.bfloat16, DEV, g)
+    v = t_randn((2, 333, 2, 128), torch.bfloat16, DEV, g)
+    sinks = torch.randn(8, generator=g).to(DEV)
     for kw in (dict(causal=True, window=(64, -1)), dict(causal=False, window=(20, 30)),
                dict(causal=True, sinks=sinks), dict(causal=True, scale=0.05)):
         out = longattn.flash_attn_func(q, k, v, causal=kw["causal"], window_size=kw.get("window", (-1, -1)),
@@ -167,10 +172,10 @@ def test_cuda_features():
 def test_cuda_varlen_and_paged_match_dense():
     g = torch.Generator().manual_seed(8)
     lens = [100, 1, 513, 77]
-    cu = torch.tensor([0] + list(np.cumsum(lens)), dtype=torch.int32, device="cuda")
-    q = t_randn((sum(lens), 4, 128), torch.bfloat16, "cuda", g)
-    k = t_randn((sum(lens), 2, 128), torch.bfloat16, "cuda", g)
-    v = t_randn((sum(lens), 2, 128), torch.bfloat16, "cuda", g)
+    cu = torch.tensor([0] + list(np.cumsum(lens)), dtype=torch.int32, device=DEV)
+    q = t_randn((sum(lens), 4, 128), torch.bfloat16, DEV, g)
+    k = t_randn((sum(lens), 2, 128), torch.bfloat16, DEV, g)
+    v = t_randn((sum(lens), 2, 128), torch.bfloat16, DEV, g)
     out = longattn.flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), causal=True)
     for b, n in enumerate(lens):
         s = slice(int(cu[b]), int(cu[b + 1]))
@@ -178,29 +183,29 @@ def test_cuda_varlen_and_paged_match_dense():
         torch.testing.assert_close(out[s], dense[0], atol=2e-2, rtol=0)
     # Paged cache: one sequence of 700 keys in shuffled 64-token pages.
     P, n = 64, 700
-    kd = t_randn((1, n, 2, 128), torch.bfloat16, "cuda", g)
-    vd = t_randn((1, n, 2, 128), torch.bfloat16, "cuda", g)
-    qd = t_randn((1, 50, 4, 128), torch.bfloat16, "cuda", g)
+    kd = t_randn((1, n, 2, 128), torch.bfloat16, DEV, g)
+    vd = t_randn((1, n, 2, 128), torch.bfloat16, DEV, g)
+    qd = t_randn((1, 50, 4, 128), torch.bfloat16, DEV, g)
     npg = -(-n // P)
     perm = torch.randperm(npg + 3, generator=g)[:npg]
-    kp = torch.zeros(npg + 3, P, 2, 128, dtype=torch.bfloat16, device="cuda")
+    kp = torch.zeros(npg + 3, P, 2, 128, dtype=torch.bfloat16, device=DEV)
     vp = torch.zeros_like(kp)
     for i in range(npg):
         rows = slice(i * P, min(n, (i + 1) * P))
         kp[perm[i], : rows.stop - rows.start] = kd[0, rows]
         vp[perm[i], : rows.stop - rows.start] = vd[0, rows]
-    table = perm.to(torch.int32).cuda()[None]
+    table = perm.to(torch.int32).to(DEV)[None]
     paged = longattn.flash_attn_with_kvcache(qd, kp, vp, cache_seqlens=n, page_table=table, causal=True)
     dense = longattn.flash_attn_func(qd, kd, vd, causal=True)
     torch.testing.assert_close(paged, dense, atol=2e-2, rtol=0)
 
 
-@gpu
+@cuda_only
 @pytest.mark.gpu
 @skip_unsupported
 def test_cuda_honours_current_stream():
     g = torch.Generator().manual_seed(9)
-    q, k, v = (t_randn((1, 2048, 8, 128), torch.bfloat16, "cuda", g) for _ in range(3))
+    q, k, v = (t_randn((1, 2048, 8, 128), torch.bfloat16, DEV, g) for _ in range(3))
     expected = longattn.flash_attn_func(q, k, v, causal=True)
     torch.cuda.synchronize()
     s = torch.cuda.Stream()  # PyTorch streams are non-blocking w.r.t. the legacy stream
@@ -223,8 +228,8 @@ def test_cuda_fp8():
     if not hasattr(torch, "float8_e4m3fn"):
         pytest.skip("torch without float8")
     g = torch.Generator().manual_seed(10)
-    q, k, v = (t_randn((1, 500, 4, 128), torch.float32, "cuda", g, 16).to(torch.float8_e4m3fn) for _ in range(3))
-    ds = torch.full((1, 4), 1 / 16, device="cuda")
+    q, k, v = (t_randn((1, 500, 4, 128), torch.float32, DEV, g, 16).to(torch.float8_e4m3fn) for _ in range(3))
+    ds = torch.full((1, 4), 1 / 16, device=DEV)
     out = longattn.flash_attn_func(q, k, v, causal=True, q_descale=ds, k_descale=ds, v_descale=ds)
     assert out.dtype == torch.bfloat16
     ref = torch_reference(q.float() / 16, k.float() / 16, v.float() / 16, causal=True)
