@@ -7,6 +7,6 @@
 #include "cpu/attention_kernel.h"
 
 namespace longattn::detail::cpu {
-const CpuKernel kKernelAvx512 = {"avx512", cpu_avx512::MR, 256, &cpu_avx512::scratch_floats,
+const CpuKernel kKernelAvx512 = {"avx512", cpu_avx512::MR, 512, &cpu_avx512::scratch_floats,
                                  &cpu_avx512::process};
 }  // namespace longattn::detail::cpu

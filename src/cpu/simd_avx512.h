@@ -57,7 +57,8 @@ struct Simd {
     return _mm_cvtss_f32(b);
   }
 
-  // Same algorithm and polynomial as the AVX2 exp2 (see simd_avx2.h).
+  // Same range reduction and polynomial as the AVX2 exp2 (see simd_avx2.h); 2^n is applied
+  // with one vscalefps instead of building the exponent field by hand.
   static V exp2(V x) {
     V xc = _mm512_min_ps(_mm512_set1_ps(128.0f), _mm512_max_ps(_mm512_set1_ps(-127.0f), x));
     V n = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -69,11 +70,9 @@ struct Simd {
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    V r = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ);  // true for NaN
-    return _mm512_maskz_mov_ps(keep, r);
+    // x < -126 -> exactly 0 (masked logits are -inf); NaN compares unordered and is kept.
+    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ);
+    return _mm512_maskz_scalef_ps(keep, p, n);
   }
 
   static void cvt_row(const void* src, DType t, int64_t n, float scale, float* dst) {
