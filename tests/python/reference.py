@@ -69,7 +69,8 @@ def attend(q, k, v, vis, scale, softcap=0.0, sink=None, precision=None, out_dtyp
         out = (p @ v) / den[:, None]
         lse = np.log(den) + m_safe
     out[empty] = 0
-    lse[empty] = -np.inf
+    # No visible key: LSE -inf, or the sink logit (it is still in the denominator).
+    lse[empty] = -np.inf if sink is None else sink
     if precision is not None:
         out = round_to(out, out_dtype)
     return out, lse

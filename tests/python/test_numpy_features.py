@@ -59,6 +59,14 @@ def test_softcap_scale_sinks(rng):
     out, lse = longattn.flash_attn_func(q, k, v, softmax_scale=0.3, softcap=4.0, causal=True,
                                         return_attn_probs=True, sinks=sinks)
     assert_oracle(out, lse, q, k, v, scale=0.3, softcap=4.0, causal=True, sinks=sinks)
+    # Rows with no visible key (more queries than keys, bottom-right causal): out 0, and the
+    # LSE is the sink logit.
+    q2 = randn(rng, (1, 40, 4, 64))
+    out2, lse2 = longattn.flash_attn_func(q2, k[:1], v[:1], causal=True, sinks=sinks,
+                                          return_attn_probs=True)
+    assert (out2[0, :9] == 0).all()
+    np.testing.assert_allclose(lse2[0, :, :9], np.repeat(sinks[:, None], 9, axis=1), atol=1e-6, rtol=0)
+    assert_oracle(out2, lse2, q2, k[:1], v[:1], causal=True, sinks=sinks)
     # A -inf sink changes nothing.
     base = longattn.flash_attn_func(q, k, v, causal=True)
     same = longattn.flash_attn_func(q, k, v, causal=True, sinks=np.full(4, -np.inf, np.float32))
