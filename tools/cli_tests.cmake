@@ -27,6 +27,7 @@ cli_case(feat_window 0 "PASS" run ${_small} --backend cpu --window 13,5 --no-cau
 cli_case(feat_chunk 0 "PASS" run ${_small} --backend cpu --chunk 16)
 cli_case(feat_softcap_scale 0 "PASS" run ${_small} --backend cpu --softcap 5 --scale 0.3)
 cli_case(feat_sinks_lse 0 "PASS" run ${_small} --backend cpu --sinks --lse)
+cli_case(feat_sinks_empty_rows 0 "PASS" run ${_small} --backend cpu --seq-q 90 --seq-k 33 --sinks --lse --check-rows 120)
 cli_case(feat_ragged 0 "PASS" run ${_small} --backend cpu --ragged 5,0,40:60,17:3 --lse)
 cli_case(feat_paged 0 "PASS" run ${_small} --backend cpu --page-size 16 --batch 3)
 cli_case(feat_paged_ragged 0 "PASS" run ${_small} --backend cpu --page-size 8 --ragged 9:30,21:21)
