@@ -267,7 +267,7 @@ execution:
   --repeat N           timed runs, median reported (default 3 cpu/reference, 20 cuda)
   --warmup N           untimed runs first (default 1)
   --check-rows N       (row, head) pairs checked against the float64 reference, in random
-                       blocks of 8 rows plus the first and last row (default 32, 0: skip;
+                       blocks of 8 rows plus the first and last row (default 128, 0: skip;
                        the whole output is always scanned for NaN)
   --seed N             random inputs seed
   --quiet              omit the problem and backend lines

@@ -34,7 +34,7 @@ struct RunOptions {
   int threads = 0;
   int repeat = 0;  // timed runs; 0: backend default
   int warmup = 1;
-  int64_t check_rows = 32;  // sampled query rows checked against the reference (0: skip)
+  int64_t check_rows = 128;  // sampled (row, head) pairs checked against the reference (0: skip)
   uint64_t seed = 1;
   std::string q_file, k_file, v_file, out_file, lse_out_file, save_inputs_dir;
   bool quiet = false;
