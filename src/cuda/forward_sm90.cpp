@@ -32,8 +32,7 @@ float rescale_threshold() {
 }
 
 // Measurement switches (A/B in one process): LONGATTN_PINGPONG=0 disables the warpgroup
-// ping-pong; LONGATTN_TILE=1 runs non-causal problems with the causal tile, =2 with the
-// wide variant (tile_size.h).
+// ping-pong; LONGATTN_TILE=1..3 runs non-causal problems with a tile variant (tile_size.h).
 bool env_is(const char* name, const char* value) {
   const char* e = std::getenv(name);
   return e && std::string(e) == value;
@@ -131,7 +130,8 @@ Status cuda_forward(const Args& a, const Problem& p) {
     return not_yet("sequence lengths beyond 2^31");
 
   const bool causal = p.mask.causal;
-  const int tile_variant = env_is("LONGATTN_TILE", "1") ? 1 : env_is("LONGATTN_TILE", "2") ? 2 : 0;
+  const char* tv = std::getenv("LONGATTN_TILE");
+  const int tile_variant = (tv && tv[0] >= '1' && tv[0] <= '3' && !tv[1]) ? tv[0] - '0' : 0;
   const cuda::sm90::TileConfig tc = cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
   const CUtensorMapDataType dt =
       p.in_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;

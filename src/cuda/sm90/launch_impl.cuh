@@ -26,7 +26,7 @@ template <InType kIn, int kHeadDim>
 cudaError_t launch_fwd(const LaunchArgs& a) {
   using T = std::conditional_t<kIn == InType::bf16, __nv_bfloat16, __half>;
   constexpr TileConfig full = tile_config(kHeadDim, false), causal = tile_config(kHeadDim, true),
-                       wide = tile_config(kHeadDim, false, 2);
+                       wide = tile_config(kHeadDim, false, 2), deep = tile_config(kHeadDim, false, 3);
   // Instantiate each distinct tile once.
   if (a.p.causal || a.tile_variant == 1) {
     if constexpr (causal == full) return launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
@@ -34,6 +34,9 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
   }
   if (a.tile_variant == 2) {
     if constexpr (!(wide == full)) return launch_cfg<KernelConfig<T, kHeadDim, false, 2>>(a);
+  }
+  if (a.tile_variant == 3) {
+    if constexpr (!(deep == full)) return launch_cfg<KernelConfig<T, kHeadDim, false, 3>>(a);
   }
   return launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
 }

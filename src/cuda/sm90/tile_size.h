@@ -18,11 +18,14 @@ struct TileConfig {
   int consumer_regs;  // setmaxnreg for each consumer warpgroup
 };
 
-// `variant` exists for measurements only (LONGATTN_TILE env, forward_sm90.cpp): 0 = the
-// table's choice, 1 = the causal tile for a non-causal problem, 2 = a wider key tile.
+// `variant` exists for measurements only (LONGATTN_TILE env, forward_sm90.cpp) and applies
+// to non-causal problems: 0 = the table's choice, 1 = the causal tile, 2 = a wider key
+// tile, 3 = the causal tile with a 3-stage K/V ring.
 constexpr TileConfig tile_config(int head_dim, bool causal, int variant = 0) {
+  if (causal) variant = 0;
   if (variant == 1) causal = true;
   if (variant == 2 && head_dim > 64 && head_dim <= 128) return {128, 192, 2, 2, 24, 240};
+  if (variant == 3 && head_dim > 64 && head_dim <= 128) return {128, 128, 3, 2, 24, 240};
   // Producer registers: 24 spilled once the producer decoded tiles with 64-bit math; 40
   // (32 with three consumers) does not.
   // hdim 64: 192 x 128 with three consumer warpgroups (128*32 + 384*160 = 64K registers;
