@@ -36,6 +36,9 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 void DeviceBuffer::upload(const void* host, size_t bytes) {
   check(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
 }
+void DeviceBuffer::copy_from(const DeviceBuffer& src, size_t bytes) {
+  check(cudaMemcpy(ptr_, src.ptr_, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy device to device");
+}
 void DeviceBuffer::download(void* host, size_t bytes) const {
   check(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
 }
@@ -56,6 +59,13 @@ double DeviceTimer::stop_ms() {
   check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(begin_), static_cast<cudaEvent_t>(end_)),
         "cudaEventElapsedTime");
   return ms;
+}
+size_t device_l2_bytes() {
+  int dev = 0, l2 = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess)
+    return 0;
+  return static_cast<size_t>(l2);
 }
 std::string device_name() {
   int dev = 0;
@@ -79,6 +89,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 }
 void DeviceBuffer::upload(const void*, size_t) { no_cuda(); }
 void DeviceBuffer::download(void*, size_t) const { no_cuda(); }
+void DeviceBuffer::copy_from(const DeviceBuffer&, size_t) { no_cuda(); }
+size_t device_l2_bytes() { return 0; }
 void device_synchronize() {}
 DeviceTimer::DeviceTimer() { no_cuda(); }
 DeviceTimer::~DeviceTimer() = default;

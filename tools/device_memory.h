@@ -22,6 +22,7 @@ class DeviceBuffer {
 
   void* get() const { return ptr_; }
   void upload(const void* host, size_t bytes);
+  void copy_from(const DeviceBuffer& src, size_t bytes);
   void download(void* host, size_t bytes) const;
 
  private:
@@ -48,6 +49,8 @@ class DeviceTimer {
 
 /// Waits for all work on the current device. Throws on a CUDA error.
 void device_synchronize();
+/// Last-level (L2) cache size of the current device in bytes (0 without CUDA).
+size_t device_l2_bytes();
 /// Name of the current CUDA device ("" without CUDA).
 std::string device_name();
 

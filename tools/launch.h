@@ -27,7 +27,12 @@ class Launch {
   /// longattn::validate on the call as it will run.
   Status validate() const { return longattn::validate(args_); }
   /// Copies every tensor to the device when the backend is cuda (outputs poisoned there too).
+  /// Large tensors (q, k, v, out, lse) get extra device copies that run() rotates through,
+  /// so that together they exceed twice the L2 cache: a timed run never finds its K/V left
+  /// in L2 by the previous run (STYLE.md: rotate inputs larger than L2).
   void prepare();
+  /// Device copies run() rotates through (1 on the host).
+  int rotations() const { return rotations_; }
   /// One forward. With `wait`, also waits for the device (CUDA) so results are ready.
   Status run(bool wait = true);
   /// Brings outputs back to the host arrays below.
@@ -43,6 +48,7 @@ class Launch {
     Tensor* tensor;
     const HostArray* host;
     DeviceBuffer dev;
+    std::vector<DeviceBuffer> extra;  // rotation copies 1..rotations_-1 (large tensors)
   };
   void add(Tensor* t, const HostArray* h);
   Tensor view(const HostArray& h) const;
@@ -53,6 +59,8 @@ class Launch {
   HostArray q_desc_, k_desc_, v_desc_;
   std::vector<Slot> slots_;
   bool on_device_ = false;
+  int rotations_ = 1;
+  int64_t runs_ = 0;
 };
 
 }  // namespace longattn::tools

@@ -93,8 +93,10 @@ int run_command(const std::vector<std::string>& args) {
 
   const double flops = problem_flops(o, in);
   const double tflops = t.median_ms > 0 ? flops / (t.median_ms * 1e-3) / 1e12 : 0;
-  std::printf("time: %.3f ms (median of %d, min %.3f)  %.3f TFLOP/s  (%.4g GFLOP, mask-aware)\n",
+  std::printf("time: %.3f ms (median of %d, min %.3f)  %.3f TFLOP/s  (%.4g GFLOP, mask-aware)",
               t.median_ms, t.runs, t.min_ms, tflops, flops / 1e9);
+  if (launch.rotations() > 1) std::printf("  inputs rotated over %d copies", launch.rotations());
+  std::printf("\n");
 
   const CheckResult c = check_rows(host_args, in, launch.out, o.lse ? &launch.lse : nullptr,
                                    o.check_rows, o.seed);
