@@ -56,24 +56,27 @@ class LongAttn:
             raise RuntimeError(self.err.value.decode())
 
 
-def time_interleaved(fns, nsets, warmup=3, iters=30):
-    """Median ms of each callable. Calls are interleaved round-robin (one call of each per
-    round) so clock and power drift hit every implementation alike: timed back to back,
-    identical kernels differed by up to 12% depending on their position."""
+def time_interleaved(fns, nsets, warmup=2, iters=12):
+    """Median ms per call of each callable. Implementations are interleaved round-robin so
+    clock and power drift hit all alike (timed one after the other, identical kernels
+    differed by up to 12% with their position); each timing spans 2*nsets calls over the
+    rotating input sets so host launch overhead overlaps GPU work instead of being timed."""
     for _ in range(warmup):
         for f in fns.values():
             for i in range(nsets):
                 f(i)
     torch.cuda.synchronize()
     ts = {k: [] for k in fns}
+    reps = 2 * nsets
     for it in range(iters):
         for k, f in fns.items():
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
-            f(it % nsets)
+            for r in range(reps):
+                f((it + r) % nsets)
             e.record()
             e.synchronize()
-            ts[k].append(s.elapsed_time(e))
+            ts[k].append(s.elapsed_time(e) / reps)
     return {k: statistics.median(v) for k, v in ts.items()}
 
 
