@@ -14,7 +14,7 @@
 //      bf16 computation of the oracle rule does).
 #pragma once
 
-static_assert(kBN == 64, "the AMX products are written for 64-key tiles");
+static_assert(kBN % 32 == 0, "AMX key blocks are 32 keys (one bf16 A tile row)");
 
 struct alignas(64) AmxTileConfig {
   uint8_t palette = 1;

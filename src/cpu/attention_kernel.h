@@ -60,6 +60,11 @@ static_assert(kPanel % W == 0, "panels are whole vectors");
 
 constexpr float kNegInf = -__builtin_inff();
 constexpr float kLn2 = 0.69314718055994531f;
+// K/V rows are prefetched this many tiles ahead of their packing.
+#ifndef LONGATTN_CPU_PREFETCH_TILES
+#define LONGATTN_CPU_PREFETCH_TILES 1
+#endif
+constexpr int kPrefetchTiles = LONGATTN_CPU_PREFETCH_TILES;
 // Lazy rescale threshold (log2 units): P may reach 2^8 before O is rescaled.
 constexpr float kRescaleThreshold = 8.0f;
 
@@ -222,7 +227,7 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
     // Rows of the next tile are prefetched into L2 a slice per strip: packing reads K/V
     // rows (strided by the head count) from L3 or DRAM, and without prefetch the
     // conversion loop stalls on each one.
-    const int64_t pn0 = j0 + kBN, pn1 = imin(j0 + 2 * kBN, it.key_hi);
+    const int64_t pn0 = j0 + kPrefetchTiles * kBN, pn1 = imin(pn0 + kBN, it.key_hi);
     const int64_t pchunk = pn1 > pn0 ? (pn1 - pn0 + nstrips - 1) / nstrips : 0;
     for (int64_t s0 = 0; s0 < rp; s0 += MR) {
       for (int64_t k = pn0 + s0 / MR * pchunk, ke = imin(k + pchunk, pn1); k < ke; ++k) {
