@@ -4,6 +4,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
+
 #include "cuda/sm90/kernel.cuh"
 #include "cuda/sm90/launch.h"
 
@@ -12,10 +14,18 @@ namespace longattn::cuda::sm90 {
 template <class Cfg>
 cudaError_t launch_cfg(const LaunchArgs& a) {
   auto kern = fwd_kernel<Cfg>;
-  // Above 48 KB of dynamic shared memory needs an explicit opt-in per kernel.
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       Cfg::kSmemBytes);
-  if (e != cudaSuccess) return e;
+  // Above 48 KB of dynamic shared memory needs an explicit opt-in per kernel and device;
+  // done once per device (it is a driver call on every launch otherwise).
+  static std::atomic<uint64_t> opted_in{0};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!bit || !(opted_in.load(std::memory_order_relaxed) & bit)) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         Cfg::kSmemBytes);
+    if (e != cudaSuccess) return e;
+    opted_in.fetch_or(bit, std::memory_order_relaxed);
+  }
   int64_t grid = a.p.num_tiles < a.num_sms ? a.p.num_tiles : a.num_sms;
   kern<<<dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream>>>(a.tm_q, a.tm_k,
                                                                               a.tm_v, a.p);
