@@ -105,6 +105,16 @@ struct AmxMma {
     return cpu::cvt_bf16(reinterpret_cast<const uint16_t*>(vf)[v_index(k, c, dv)]);
   }
 
+  // P is rounded to bf16 by the softmax itself (the A operand of P.V).
+  static void store_p(float*, float* pf, int r, int c, V p) {
+    const __m256bh h = _mm512_cvtneps_pbh(p);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(reinterpret_cast<uint16_t*>(pf) + r * kBN + c),
+                       reinterpret_cast<const __m256i&>(h));
+  }
+  static float p_at(const float*, const float* pf, int r, int k) {
+    return cpu::cvt_bf16(reinterpret_cast<const uint16_t*>(pf)[r * kBN + k]);
+  }
+
   static void begin() {
     AmxTileConfig cfg;
     for (int t = 0; t < 8; ++t) {
@@ -146,15 +156,10 @@ struct AmxMma {
     }
   }
 
-  // O[0..32) += P[.., k0..k1) V[k0..k1); P converted to bf16 here (round to nearest even).
-  LONGATTN_CPU_STAGE static void pv(const float* p, int k0, int k1, const float* vf, int64_t dv, float* o,
+  // O[0..32) += P[.., k0..k1) V[k0..k1), P already bf16 in `pf` (see store_p).
+  LONGATTN_CPU_STAGE static void pv(const float*, int k0, int k1, const float* vf, int64_t dv, float* o,
                                     float* pf) {
-    uint16_t* pb = reinterpret_cast<uint16_t*>(pf);
-    for (int r = 0; r < MR; ++r)
-      for (int c = k0; c < k1; c += 16) {
-        const __m256bh h = _mm512_cvtneps_pbh(_mm512_load_ps(p + r * kBN + c));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + r * kBN + c), reinterpret_cast<const __m256i&>(h));
-      }
+    const uint16_t* pb = reinterpret_cast<const uint16_t*>(pf);
     const int64_t dp = dv_pad(dv), ncb = dp / 16, ostride = dp * 4;
     const uint16_t* vb = reinterpret_cast<const uint16_t*>(vf);
     // Two column blocks at a time: four independent accumulators (rows 0-15 / 16-31 x two

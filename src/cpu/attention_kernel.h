@@ -104,13 +104,13 @@ Layout make_layout(const KernelConst& kc, int64_t rows) {
 
 // The masked-aware O += PV for a boundary strip whose V tile holds Inf/NaN: 0 * Inf would
 // turn a masked key into NaN, but the reference never touches masked keys. Rare; scalar.
-inline void pv_strip_masked(const float* p, int k0, int k1, const float* v, int64_t dv,
+inline void pv_strip_masked(const float* s, const float* pbuf, int k0, int k1, const float* v, int64_t dv,
                             int64_t dv_pad, float* o, const int64_t* lo, const int64_t* hi,
                             int64_t j0) {
   for (int r = 0; r < MR; ++r) {
     for (int k = k0; k < k1; ++k) {
       if (j0 + k < lo[r] || j0 + k >= hi[r]) continue;
-      const float pk = p[r * kBN + k];
+      const float pk = Mma::p_at(s, pbuf, r, k);
       for (int64_t c = 0; c < dv; ++c) o[r * dv_pad + c] += pk * Mma::v_at(v, k, c, dv);
     }
   }
@@ -132,8 +132,10 @@ inline V softcap(V s2, V c2, V inv_c2) {
 // P = 2^(S - m_used). m/l/o are the strip's running max, denominator and output rows.
 // `scale` (> 0) multiplies S on the fly (the AMX kernel's unscaled Q.K): max commutes with
 // it, and 2^(s*scale - m) is one FMA, so no separate pass over S is needed.
+// P goes where the policy wants it (Mma::store_p: in place as f32 for the FMA kernels,
+// bf16 into `pbuf` for the AMX kernel, saving a conversion pass).
 LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float* l, float* o, int64_t dv_pad,
-                          bool lazy, float scale) {
+                          bool lazy, float scale, float* pbuf) {
   for (int r = 0; r < MR; ++r) {
     float* row = s + r * kBN;
     V mx = Simd::set1(kNegInf);
@@ -158,7 +160,7 @@ LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float*
     V sum = Simd::zero();
     for (int c = c0; c < c1; c += W) {
       const V pv = Simd::exp2(Simd::fma(Simd::load(row + c), vs, vm));
-      Simd::store(row + c, pv);
+      Mma::store_p(s, pbuf, r, c, pv);
       sum = Simd::add(sum, pv);
     }
     l[r] += Simd::hsum(sum);
@@ -287,9 +289,9 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
           for (int64_t c = b; c < c1; ++c) row[c] = kNegInf;
         }
       }
-      softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, kc.lazy_rescale, sm_scale);
+      softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, kc.lazy_rescale, sm_scale, P);
       if (!full && v_nonfinite)
-        pv_strip_masked(S, c0, c1, Vt, dv, dvp, O + s0 * dvp, lo, hi, j0);
+        pv_strip_masked(S, P, c0, c1, Vt, dv, dvp, O + s0 * dvp, lo, hi, j0);
       else
         Mma::pv(S, c0, c1, Vt, dv, O + s0 * dvp, P);
     }

@@ -51,6 +51,9 @@ struct FmaMma {
     return s != s;
   }
   static float v_at(const float* vt, int64_t k, int64_t c, int64_t dv) { return vt[k * dv_pad(dv) + c]; }
+  // P stays f32, in place in the S strip.
+  static void store_p(float* s, float*, int r, int c, V p) { Simd::store(s + r * kBN + c, p); }
+  static float p_at(const float* s, const float*, int r, int k) { return s[r * kBN + k]; }
 
   // S[r][c0..c1) = Q[s0 + r] . K[c0..c1) for the strip's MR rows (c0, c1 multiples of NR).
   LONGATTN_CPU_STAGE static void qk(const float* qbuf, int64_t s0, int64_t dq, const float* kt, int c0,
