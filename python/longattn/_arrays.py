@@ -66,6 +66,8 @@ def to_ext(x):
     name = dtype_name(x)
     if is_torch(x):
         t = _torch()
+        # Forward only: DLPack refuses tensors that require grad, and we never record a graph.
+        x = x.detach()
         override = ""
         if name == "e4m3":
             # DLPack float8 support varies across PyTorch versions: pass the raw bytes.

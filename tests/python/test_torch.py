@@ -234,3 +234,13 @@ def test_cuda_fp8():
     assert out.dtype == torch.bfloat16
     ref = torch_reference(q.float() / 16, k.float() / 16, v.float() / 16, causal=True)
     assert (out.double() - ref).abs().max().item() < 0.1
+
+
+def test_requires_grad_inputs_are_accepted():
+    g = torch.Generator().manual_seed(11)
+    q = t_randn((1, 13, 2, 32), torch.float32, "cpu", g).requires_grad_()
+    k = t_randn((1, 13, 1, 32), torch.float32, "cpu", g).requires_grad_()
+    out = longattn.flash_attn_func(q, k, k, causal=True)
+    assert not out.requires_grad
+    torch.testing.assert_close(out.double(), torch_reference(q.detach(), k.detach(), k.detach(), causal=True),
+                               atol=1e-4, rtol=0)
