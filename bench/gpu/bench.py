@@ -13,6 +13,7 @@ import argparse
 import ctypes
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -56,11 +57,13 @@ class LongAttn:
             raise RuntimeError(self.err.value.decode())
 
 
-def time_interleaved(fns, nsets, warmup=2, iters=12):
+def time_interleaved(fns, nsets, warmup=2, iters=12, sequential=False):
     """Median ms per call of each callable. Implementations are interleaved round-robin so
     clock and power drift hit all alike (timed one after the other, identical kernels
-    differed by up to 12% with their position); each timing spans 2*nsets calls over the
-    rotating input sets so host launch overhead overlaps GPU work instead of being timed."""
+    differed by up to 12% with their position), in a shuffled order each round (the one
+    right after another still paid ~4%); each timing spans 2*nsets calls over the rotating
+    input sets so host launch overhead overlaps GPU work instead of being timed.
+    sequential=True times each implementation's rounds back to back instead (cuDNN first)."""
     for _ in range(warmup):
         for f in fns.values():
             for i in range(nsets):
@@ -68,19 +71,25 @@ def time_interleaved(fns, nsets, warmup=2, iters=12):
     torch.cuda.synchronize()
     ts = {k: [] for k in fns}
     reps = 2 * nsets
-    for it in range(iters):
-        for k, f in fns.items():
+    rng = random.Random(7)
+    order = list(fns)
+    plan = ([[k] * iters for k in order] if sequential else [rng.sample(order, len(order)) for _ in range(iters)])
+    step = 0
+    for keys in plan:
+        for k in keys:
+            f = fns[k]
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
             for r in range(reps):
-                f((it + r) % nsets)
+                f((step + r) % nsets)
             e.record()
             e.synchronize()
             ts[k].append(s.elapsed_time(e) / reps)
+            step += 1
     return {k: statistics.median(v) for k, v in ts.items()}
 
 
-def run_shape(la, b, s, h, d, causal, dtype, l2_bytes, variants):
+def run_shape(la, b, s, h, d, causal, dtype, l2_bytes, variants, sequential=False):
     per_set = 4 * b * s * h * d * 2  # q, k, v, out
     nsets = max(2, -(-3 * l2_bytes // per_set))
     gen = torch.Generator(device="cuda").manual_seed(1000 + s + d + int(causal))
@@ -129,7 +138,7 @@ def run_shape(la, b, s, h, d, causal, dtype, l2_bytes, variants):
         if ref is not None:
             row["maxdiff_" + vname] = (sets[0][3].float() - ref).abs().max().item()
         fns[vname] = f
-    for k, ms in time_interleaved(fns, nsets).items():
+    for k, ms in time_interleaved(fns, nsets, sequential=sequential).items():
         row[k] = flops / ms / 1e9
     del sets
     torch.cuda.empty_cache()
@@ -141,6 +150,8 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default=".")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sequential", action="store_true",
+                    help="time each implementation back to back (cuDNN first) instead of interleaved")
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 50 << 20)
@@ -166,16 +177,17 @@ def main():
             shapes.append((2, 8192, 16, d, causal))
     rows = []
     for (b, s, h, d, c) in shapes:
-        r = run_shape(la, b, s, h, d, c, torch.bfloat16, l2, variants)
+        r = run_shape(la, b, s, h, d, c, torch.bfloat16, l2, variants, args.sequential)
         rows.append(r)
         print(f"  d{d} seq {s:5d} {'causal' if c else 'full  '}: cudnn {r['cudnn'] or 0:6.1f} fa2 {r['fa2'] or 0:6.1f} "
               + " ".join(f"{v} {r[v]:6.1f}" for v, _ in variants)
               + f" ratio {r['lazy'] / (r['cudnn'] or float('nan')):.3f} maxdiff {r.get('maxdiff_lazy', float('nan')):.2e}",
               flush=True)
-    with open(os.path.join(args.out, "bench.json"), "w") as fh:
+    tag = "_sequential" if args.sequential else ""
+    with open(os.path.join(args.out, f"bench{tag}.json"), "w") as fh:
         json.dump({"device": props.name, "rows": rows}, fh, indent=1)
 
-    print(f"\n{props.name} -- TFLOP/s (bf16, mask-aware); longattn = shipped default (lazy rescale, "
+    print(f"\n{props.name} -- {'sequential' if args.sequential else 'interleaved'} timing -- TFLOP/s (bf16, mask-aware); longattn = shipped default (lazy rescale, "
           f"ping-pong, table tiles); ratio = longattn / cuDNN; other columns change one choice")
     print("| hdim | seq | mask | cuDNN | FA2 | longattn | ratio | always-rescale | no ping-pong | 128x128 tile | 128x192 tile | 128x128 3-stage | max abs diff |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -204,7 +216,7 @@ def main():
             ax.legend()
         fig.suptitle(props.name)
         fig.tight_layout()
-        fig.savefig(os.path.join(args.out, "bench.png"), dpi=110)
+        fig.savefig(os.path.join(args.out, f"bench{tag}.png"), dpi=110)
     except Exception as ex:
         print("chart failed:", ex)
 

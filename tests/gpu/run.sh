@@ -3,7 +3,8 @@
 #   tests/gpu/run.sh [BIN_DIR]
 # BIN_DIR holds prebuilt test_gpu_primitives, test_gpu_forward and liblongattn_capi.so (built
 # elsewhere with -cudart static); without it everything is built here into build-gpu.
-# STAGES (env) picks what runs: any of "prim fwd san bench" (default: all). Logs go to $OUT.
+# STAGES (env) picks what runs: any of "prim fwd san bench seqbench" (default: all but
+# seqbench, the back-to-back timing variant of the benchmark). Logs go to $OUT.
 set -u
 OUT=${OUT:-/tmp/longattn-gpu}
 mkdir -p "$OUT"
@@ -40,7 +41,10 @@ for st in $STAGES; do
       run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128_causal*' ;;
     bench)
       PYTHONUNBUFFERED=1 run bench python3 bench/gpu/bench.py --lib "$BIN/liblongattn_capi.so" --out "$OUT"
-      cat "$OUT/bench.log" | tail -30 ;;
+      tail -17 "$OUT/bench.log" ;;
+    seqbench)
+      PYTHONUNBUFFERED=1 run seqbench python3 bench/gpu/bench.py --sequential --lib "$BIN/liblongattn_capi.so" --out "$OUT"
+      tail -17 "$OUT/seqbench.log" ;;
   esac
 done
 echo "== summary =="
