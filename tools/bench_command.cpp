@@ -6,6 +6,7 @@
 #include <string>
 
 #include "commands.h"
+#include "json_line.h"
 #include "launch.h"
 #include "row_check.h"
 #include "timing.h"
@@ -47,20 +48,22 @@ int bench_command(const std::vector<std::string>& args) {
   for (Backend& b : bo.backends) b = resolve_backend(b);
   if (bo.seqs.empty()) bo.seqs = default_seqs(bo.backends);
 
-  {
+  const bool json = bo.base.json;
+  if (!json) {
     RunOptions first = bo.base;
     first.seq_q = first.seq_k = bo.seqs.front();
     Inputs probe = make_inputs(first);
     std::printf("bench: %s\n", describe_problem(first, probe).c_str());
+    for (Backend b : bo.backends)
+      std::printf("backend: %s\n", describe_backend(b, bo.base.threads).c_str());
+    std::printf("%8s %6s", "seq", "batch");
+    for (Backend b : bo.backends)
+      std::printf(" | %12s %17s", (std::string(backend_name(b)) + " ms").c_str(),
+                  (std::string(backend_name(b)) + " TFLOP/s").c_str());
+    if (bo.check) std::printf(" | check");
+    std::printf("\n");
+    std::fflush(stdout);
   }
-  for (Backend b : bo.backends) std::printf("backend: %s\n", describe_backend(b, bo.base.threads).c_str());
-  std::printf("%8s %6s", "seq", "batch");
-  for (Backend b : bo.backends)
-    std::printf(" | %12s %17s", (std::string(backend_name(b)) + " ms").c_str(),
-                (std::string(backend_name(b)) + " TFLOP/s").c_str());
-  if (bo.check) std::printf(" | check");
-  std::printf("\n");
-  std::fflush(stdout);
 
   Progress progress(static_cast<int>(bo.seqs.size() * bo.backends.size()));
   int done = 0, status = 0;
@@ -95,11 +98,28 @@ int bench_command(const std::vector<std::string>& args) {
         ++done;
         continue;
       }
+      bool pass = true;
       if (bo.check) {
         launch.fetch();
         const CheckResult c = check_rows(host_args, in, launch.out, nullptr, o.check_rows, o.seed);
+        pass = c.pass;
         all_pass = all_pass && c.pass;
         if (!c.pass) status = 1;
+      }
+      if (json) {
+        JsonLine j;
+        j.str("command", "bench")
+            .str("problem", describe_problem(o, in))
+            .str("backend", describe_backend(b, o.threads))
+            .num("seq", double(seq))
+            .num("batch", double(o.batch))
+            .num("median_ms", t.median_ms)
+            .num("min_ms", t.min_ms)
+            .num("tflops", flops / (t.median_ms * 1e-3) / 1e12)
+            .num("rotations", launch.rotations());
+        if (bo.check) j.boolean("pass", pass);
+        j.print();
+        std::fflush(stdout);
       }
       std::snprintf(buf, sizeof buf, " | %12.3f %17.3f", t.median_ms,
                     flops / (t.median_ms * 1e-3) / 1e12);
@@ -108,7 +128,7 @@ int bench_command(const std::vector<std::string>& args) {
     }
     if (bo.check) line += all_pass ? " | PASS" : " | FAIL";
     progress.clear();
-    std::printf("%s\n", line.c_str());
+    if (!json) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   }
   progress.clear();

@@ -112,6 +112,7 @@ const std::map<std::string, Spec>& run_specs() {
       {"--lse-out", {true, [](RunOptions& o, const std::string& v) { o.lse_out_file = v; o.lse = true; }}},
       {"--save-inputs", {true, [](RunOptions& o, const std::string& v) { o.save_inputs_dir = v; }}},
       {"--quiet", {false, [](RunOptions& o, const std::string&) { o.quiet = true; }}},
+      {"--json", {false, [](RunOptions& o, const std::string&) { o.json = true; }}},
       // Hidden (tests): damage the output after the run to prove the check can fail.
       {"--corrupt", {true, [](RunOptions& o, const std::string& v) {
          if (v != "value" && v != "nan") throw UsageError("--corrupt: expected value or nan");
@@ -271,6 +272,7 @@ execution:
                        the whole output is always scanned for NaN)
   --seed N             random inputs seed
   --quiet              omit the problem and backend lines
+  --json               print results as JSON lines (run: one object; bench: one per point)
 
 files (.npy, C order; float32, float16, float64 (read as float32), ml_dtypes bfloat16 and
 float8_e4m3fn):

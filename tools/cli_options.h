@@ -38,6 +38,7 @@ struct RunOptions {
   uint64_t seed = 1;
   std::string q_file, k_file, v_file, out_file, lse_out_file, save_inputs_dir;
   bool quiet = false;
+  bool json = false;  // one JSON line per result instead of text
   std::string corrupt;  // hidden, tests only: "value" or "nan" damages the output
 
   bool ragged() const { return !ragged_q.empty(); }

@@ -38,6 +38,7 @@ cli_case(feat_e4m3 0 "e4m3->bf16.*PASS" run ${_small} --backend cpu --dtype e4m3
 # The check can fail: a damaged output must be caught (exit 1).
 cli_case(check_catches_error 1 "FAIL" run ${_small} --backend cpu --corrupt value)
 cli_case(check_catches_nan 1 "1 output elements are NaN" run ${_small} --backend cpu --corrupt nan)
+cli_case(run_json 0 "^\\{\"command\": \"run\".*\"pass\": true" run ${_small} --backend cpu --json)
 cli_case(bench_small 0 "TFLOP/s" bench --seqs 64,96 --heads-q 2 --heads-kv 1 --dim 32 --repeat 1 --backends cpu,reference --check)
 
 # Bad command lines: one line on stderr, exit 2.

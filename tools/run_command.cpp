@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "flop_count.h"
+#include "json_line.h"
 #include "launch.h"
 #include "npy_io.h"
 #include "row_check.h"
@@ -72,7 +73,7 @@ int run_command(const std::vector<std::string>& args) {
     std::fprintf(stderr, "longattn: %s\n", st.message().c_str());
     return exit_code_for(st);
   }
-  if (!o.quiet) {
+  if (!o.quiet && !o.json) {
     std::printf("problem: %s\n", describe_problem(o, in).c_str());
     std::printf("backend: %s\n", describe_backend(backend, o.threads).c_str());
     std::fflush(stdout);
@@ -93,22 +94,39 @@ int run_command(const std::vector<std::string>& args) {
 
   const double flops = problem_flops(o, in);
   const double tflops = t.median_ms > 0 ? flops / (t.median_ms * 1e-3) / 1e12 : 0;
-  std::printf("time: %.3f ms (median of %d, min %.3f)  %.3f TFLOP/s  (%.4g GFLOP, mask-aware)",
-              t.median_ms, t.runs, t.min_ms, tflops, flops / 1e9);
-  if (launch.rotations() > 1) std::printf("  inputs rotated over %d copies", launch.rotations());
-  std::printf("\n");
-
   const CheckResult c = check_rows(host_args, in, launch.out, o.lse ? &launch.lse : nullptr,
                                    o.check_rows, o.seed);
-  if (c.rows > 0) {
-    std::printf("check: %lld rows vs float64 reference: max error %.3e, bound %.3e "
-                "(2 x naive %.3e + %.0e)",
-                static_cast<long long>(c.rows), c.max_err, c.bound, c.naive_err, kCheckAtol);
-    if (o.lse) std::printf(", lse error %.3e (bound %.3e)", c.lse_err, c.lse_bound);
-    std::printf(": %s\n", c.pass ? "PASS" : "FAIL");
+  if (o.json) {
+    JsonLine j;
+    j.str("command", "run")
+        .str("problem", describe_problem(o, in))
+        .str("backend", describe_backend(backend, o.threads))
+        .str("dtype", dtype_name(in.q.dtype)).num("batch", double(in.q_lens.size()))
+        .num("seq_q", double(in.max_q())).num("seq_k", double(in.max_k()))
+        .num("heads_q", double(in.heads_q)).num("heads_kv", double(in.heads_kv))
+        .num("dim", double(in.dim)).num("dim_v", double(in.dim_v)).boolean("causal", o.mask.causal)
+        .num("median_ms", t.median_ms).num("min_ms", t.min_ms).num("runs", t.runs)
+        .num("tflops", tflops).num("gflop", flops / 1e9).num("rotations", launch.rotations())
+        .num("check_rows", double(c.rows)).num("max_error", c.max_err).num("naive_error", c.naive_err)
+        .num("bound", c.bound).boolean("pass", c.pass);
+    if (o.lse) j.num("lse_error", c.lse_err).num("lse_bound", c.lse_bound);
+    j.print();
   } else {
-    std::printf("check: no rows sampled (--check-rows 0); output NaN scan: %s\n",
-                c.pass ? "PASS" : "FAIL");
+    std::printf("time: %.3f ms (median of %d, min %.3f)  %.3f TFLOP/s  (%.4g GFLOP, mask-aware)",
+                t.median_ms, t.runs, t.min_ms, tflops, flops / 1e9);
+    if (launch.rotations() > 1) std::printf("  inputs rotated over %d copies", launch.rotations());
+    std::printf("\n");
+
+    if (c.rows > 0) {
+      std::printf("check: %lld rows vs float64 reference: max error %.3e, bound %.3e "
+                  "(2 x naive %.3e + %.0e)",
+                  static_cast<long long>(c.rows), c.max_err, c.bound, c.naive_err, kCheckAtol);
+      if (o.lse) std::printf(", lse error %.3e (bound %.3e)", c.lse_err, c.lse_bound);
+      std::printf(": %s\n", c.pass ? "PASS" : "FAIL");
+    } else {
+      std::printf("check: no rows sampled (--check-rows 0); output NaN scan: %s\n",
+                  c.pass ? "PASS" : "FAIL");
+    }
   }
   if (!c.pass) std::fprintf(stderr, "longattn: check failed: %s\n", c.failure.c_str());
 

@@ -2,6 +2,7 @@
 ml_dtypes): its --out must match the Python package on the same inputs. Skipped when the
 command was not built (set LONGATTN_CLI, or build it into build/tools/)."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -66,3 +67,12 @@ def test_cli_rejects_bad_file(tmp_path):
     np.save(tmp_path / "q.npy", np.zeros((2, 3), np.complex64))
     code, text = run_cli("--q", tmp_path / "q.npy", "--k", tmp_path / "q.npy", "--v", tmp_path / "q.npy")
     assert code == 2 and "unsupported dtype" in text
+
+
+def test_cli_json_output():
+    code, text = run_cli("--seq", 40, "--heads-q", 2, "--heads-kv", 1, "--dim", 32, "--json",
+                         "--repeat", 1, "--backend", "cpu")
+    assert code == 0, text
+    rec = json.loads(text.strip().splitlines()[-1])
+    assert rec["pass"] is True and rec["seq_q"] == 40 and rec["max_error"] <= rec["bound"]
+    assert rec["gflop"] == pytest.approx(4 * 32 * 2 * (40 * 41 / 2) / 1e9)
