@@ -45,7 +45,10 @@ std::vector<int64_t> default_seqs(const std::vector<Backend>& backends) {
 int bench_command(const std::vector<std::string>& args) {
   BenchOptions bo = parse_bench_options(args);
   if (bo.backends.empty()) bo.backends = {resolve_backend(Backend::automatic)};
-  for (Backend& b : bo.backends) b = resolve_backend(b);
+  for (Backend& b : bo.backends) {
+    b = resolve_backend(b);
+    if (b == Backend::cuda) set_device(bo.base.device);
+  }
   if (bo.seqs.empty()) bo.seqs = default_seqs(bo.backends);
 
   const bool json = bo.base.json;

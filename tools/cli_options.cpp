@@ -100,6 +100,7 @@ const std::map<std::string, Spec>& run_specs() {
        }}},
       {"--page-size", {true, [](RunOptions& o, const std::string& v) { o.page_size = parse_int("--page-size", v, 1); }}},
       {"--backend", {true, [](RunOptions& o, const std::string& v) { o.backend = parse_backend("--backend", v); }}},
+      {"--device", {true, [](RunOptions& o, const std::string& v) { o.device = static_cast<int>(parse_int("--device", v, 0)); }}},
       {"--threads", {true, [](RunOptions& o, const std::string& v) { o.threads = static_cast<int>(parse_int("--threads", v, 0)); }}},
       {"--repeat", {true, [](RunOptions& o, const std::string& v) { o.repeat = static_cast<int>(parse_int("--repeat", v, 1)); }}},
       {"--warmup", {true, [](RunOptions& o, const std::string& v) { o.warmup = static_cast<int>(parse_int("--warmup", v, 0)); }}},
@@ -265,6 +266,7 @@ problem (defaults: bf16, batch 1, seq 4096, 32 query / 8 kv heads, dim 128, caus
 execution:
   --backend B          auto (cuda if available, else cpu), reference, cpu, cuda
   --threads N          CPU threads (0: LONGATTN_NUM_THREADS or all cores)
+  --device N           CUDA device ordinal (default 0)
   --repeat N           timed runs, median reported (default 3 cpu/reference, 20 cuda)
   --warmup N           untimed runs first (default 1)
   --check-rows N       (row, head) pairs checked against the float64 reference, in random

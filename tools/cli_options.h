@@ -32,6 +32,7 @@ struct RunOptions {
   int64_t page_size = 0;                    // > 0: paged K/V
   Backend backend = Backend::automatic;
   int threads = 0;
+  int device = 0;  // CUDA device ordinal
   int repeat = 0;  // timed runs; 0: backend default
   int warmup = 1;
   int64_t check_rows = 128;  // sampled (row, head) pairs checked against the reference (0: skip)

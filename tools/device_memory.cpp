@@ -43,6 +43,7 @@ void DeviceBuffer::download(void* host, size_t bytes) const {
   check(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
 }
 void device_synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+void set_device(int ordinal) { check(cudaSetDevice(ordinal), "cudaSetDevice"); }
 DeviceTimer::DeviceTimer() {
   check(cudaEventCreate(reinterpret_cast<cudaEvent_t*>(&begin_)), "cudaEventCreate");
   check(cudaEventCreate(reinterpret_cast<cudaEvent_t*>(&end_)), "cudaEventCreate");
@@ -92,6 +93,7 @@ void DeviceBuffer::download(void*, size_t) const { no_cuda(); }
 void DeviceBuffer::copy_from(const DeviceBuffer&, size_t) { no_cuda(); }
 size_t device_l2_bytes() { return 0; }
 void device_synchronize() {}
+void set_device(int) { no_cuda(); }
 DeviceTimer::DeviceTimer() { no_cuda(); }
 DeviceTimer::~DeviceTimer() = default;
 void DeviceTimer::start() { no_cuda(); }

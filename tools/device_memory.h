@@ -47,6 +47,9 @@ class DeviceTimer {
   void* end_ = nullptr;
 };
 
+/// Makes CUDA device `ordinal` current for this thread. Throws on a CUDA error.
+void set_device(int ordinal);
+
 /// Waits for all work on the current device. Throws on a CUDA error.
 void device_synchronize();
 /// Last-level (L2) cache size of the current device in bytes (0 without CUDA).

@@ -48,7 +48,8 @@ void Launch::add(Tensor* t, const HostArray* h) {
   slots_.push_back({t, h, {}});
 }
 
-Launch::Launch(const RunOptions& o, const Inputs& in, Backend backend) : backend_(backend) {
+Launch::Launch(const RunOptions& o, const Inputs& in, Backend backend)
+    : backend_(backend), device_(o.device) {
   const int64_t batch = static_cast<int64_t>(in.q_lens.size());
   add(&args_.q, &in.q);
   args_.max_seqlen_q = in.max_q();
@@ -137,13 +138,14 @@ Launch::Launch(const RunOptions& o, const Inputs& in, Backend backend) : backend
 
 void Launch::prepare() {
   if (backend_ != Backend::cuda || on_device_) return;
+  set_device(device_);
   size_t big = 0;
   for (Slot& s : slots_) {
     const size_t n = s.host->bytes.size();
     s.dev = DeviceBuffer(n);
     s.dev.upload(s.host->bytes.data(), n);
     s.tensor->data = s.dev.get();
-    s.tensor->device = Device{DeviceKind::cuda, 0};
+    s.tensor->device = Device{DeviceKind::cuda, device_};
     if (s.tensor == &args_.q || s.tensor == &args_.k || s.tensor == &args_.v ||
         s.tensor == &args_.out || s.tensor == &args_.lse)
       big += n;

@@ -54,6 +54,7 @@ class Launch {
   Tensor view(const HostArray& h) const;
 
   Backend backend_;
+  int device_ = 0;
   Args args_;
   HostArray k_pages_, v_pages_, cu_q_, cu_k_, seqused_k_, page_table_, sinks_;
   HostArray q_desc_, k_desc_, v_desc_;

@@ -66,6 +66,7 @@ int run_command(const std::vector<std::string>& args) {
   const Inputs in = make_inputs(o);
   if (!o.save_inputs_dir.empty()) save_inputs(in, o.save_inputs_dir);
   const Backend backend = resolve_backend(o.backend);
+  if (backend == Backend::cuda) set_device(o.device);  // before naming or allocating on it
 
   Launch launch(o, in, backend);
   const Args host_args = launch.args();  // kept: the check reads host tensors
