@@ -33,9 +33,10 @@ struct KernelConfig {
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kStages = kTile.stages;
+  static constexpr int kQStages = kTile.q_stages;
   static constexpr int kWGs = kTile.consumer_wgs;
   static constexpr int kThreads = 128 * (kWGs + 1);
-  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages>;
+  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages>;
   static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
   static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
   static_assert(kBlockN % 16 == 0 && kHeadDim % 64 == 0, "wgmma k16 steps / 128B chunks");
@@ -66,9 +67,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
   constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDim / 2, kNP = Cfg::kBlockN / 4;
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // this thread's first row in the tile
-  const uint8_t* q_wg = sm.q() + wg * 64 * 128;     // 64-row slice of every Q chunk
   PipeState<Cfg::kStages> ks, vs;
-  uint32_t q_phase = 0;
+  PipeState<Cfg::kQStages> qs;
   auto release = [&](uint64_t* bar) {
     if (lane == 0) ptx::mbar_arrive(bar);
   };
@@ -91,8 +91,10 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     smx.init();
     float factor[2];
 
-    ptx::mbar_wait(sm.q_full(), q_phase);
-    q_phase ^= 1u;
+    const uint8_t* q_wg = sm.q(qs.stage) + wg * 64 * 128;  // 64-row slice of every Q chunk
+    uint64_t* q_empty = sm.q_empty(qs.stage);
+    ptx::mbar_wait(sm.q_full(qs.stage), qs.phase);
+    qs.advance();
     if (hi > lo) {
       float s[kNS];
       uint32_t pf[kNP];
@@ -105,7 +107,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       ptx::pin(s);
       release(sm.k_empty(ks.stage));
       ks.advance();
-      if (j == lo) release(sm.q_empty());
+      if (j == lo) release(q_empty);
       if (j >= j_mask) mask.apply(s, j, row0, lane);
       smx.update(s, p.scale_log2, p.rescale_threshold, factor);
       ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
@@ -125,7 +127,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         ptx::pin(s);
         release(sm.k_empty(ks.stage));
         ks.advance();
-        if (j == lo) release(sm.q_empty());
+        if (j == lo) release(q_empty);
         if (j >= j_mask) mask.apply(s, j, row0, lane);
         const bool moved = smx.update(s, p.scale_log2, p.rescale_threshold, factor);
         rescale = moved || p.rescale_threshold <= 0.f;
@@ -145,7 +147,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       release(sm.v_empty(vs.stage));
       vs.advance();
     } else {
-      release(sm.q_empty());
+      release(q_empty);
     }
 
     float inv[2], lse[2];
@@ -170,8 +172,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::prefetch_tensor_map(&tm_q);
     ptx::prefetch_tensor_map(&tm_k);
     ptx::prefetch_tensor_map(&tm_v);
-    ptx::mbar_init(sm.q_full(), 1);
-    ptx::mbar_init(sm.q_empty(), 4 * Cfg::kWGs);  // one arrival per consumer warp
+    for (int s = 0; s < Cfg::kQStages; ++s) {
+      ptx::mbar_init(sm.q_full(s), 1);
+      ptx::mbar_init(sm.q_empty(s), 4 * Cfg::kWGs);  // one arrival per consumer warp
+    }
     for (int s = 0; s < Cfg::kStages; ++s) {
       ptx::mbar_init(sm.k_full(s), 1);
       ptx::mbar_init(sm.v_full(s), 1);

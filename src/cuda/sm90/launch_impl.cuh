@@ -35,20 +35,25 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
 template <InType kIn, int kHeadDim>
 cudaError_t launch_fwd(const LaunchArgs& a) {
   using T = std::conditional_t<kIn == InType::bf16, __nv_bfloat16, __half>;
-  constexpr TileConfig full = tile_config(kHeadDim, false), causal = tile_config(kHeadDim, true),
-                       wide = tile_config(kHeadDim, false, 2), deep = tile_config(kHeadDim, false, 3);
-  // Instantiate each distinct tile once.
-  if (a.p.causal || a.tile_variant == 1) {
-    if constexpr (causal == full) return launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
-    else return launch_cfg<KernelConfig<T, kHeadDim, true>>(a);
+  constexpr TileConfig t00 = tile_config(kHeadDim, false, 0), t10 = tile_config(kHeadDim, true, 0),
+                       t02 = tile_config(kHeadDim, false, 2), t03 = tile_config(kHeadDim, false, 3),
+                       t04 = tile_config(kHeadDim, false, 4);
+  // Each distinct tile is instantiated once; (causal, variant) picks one at run time.
+  const TileConfig want = tile_config(kHeadDim, a.p.causal, a.tile_variant);
+  if (want == t00) return launch_cfg<KernelConfig<T, kHeadDim, false, 0>>(a);
+  if constexpr (!(t10 == t00)) {
+    if (want == t10) return launch_cfg<KernelConfig<T, kHeadDim, true, 0>>(a);
   }
-  if (a.tile_variant == 2) {
-    if constexpr (!(wide == full)) return launch_cfg<KernelConfig<T, kHeadDim, false, 2>>(a);
+  if constexpr (!(t02 == t00) && !(t02 == t10)) {
+    if (want == t02) return launch_cfg<KernelConfig<T, kHeadDim, false, 2>>(a);
   }
-  if (a.tile_variant == 3) {
-    if constexpr (!(deep == full)) return launch_cfg<KernelConfig<T, kHeadDim, false, 3>>(a);
+  if constexpr (!(t03 == t00) && !(t03 == t10) && !(t03 == t02)) {
+    if (want == t03) return launch_cfg<KernelConfig<T, kHeadDim, false, 3>>(a);
   }
-  return launch_cfg<KernelConfig<T, kHeadDim, false>>(a);
+  if constexpr (!(t04 == t00) && !(t04 == t10) && !(t04 == t02) && !(t04 == t03)) {
+    if (want == t04) return launch_cfg<KernelConfig<T, kHeadDim, false, 4>>(a);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace longattn::cuda::sm90

@@ -23,14 +23,14 @@ struct Producer {
   const CUtensorMap* tm_v;
   Smem sm;
   PipeState<Cfg::kStages> ks, vs;
-  uint32_t q_phase = 0;
+  PipeState<Cfg::kQStages> qs;
 
   __device__ void load_q(int32_t b, int32_t h, int32_t m_block) {
-    ptx::mbar_wait(sm.q_empty(), q_phase ^ 1u);
-    q_phase ^= 1u;
-    ptx::mbar_arrive_expect_tx(sm.q_full(), Smem::kQBytes);
-    ptx::tma_load_5d(sm.q(), tm_q, sm.q_full(), 0, int32_t(m_block * Cfg::kBlockM), 0,
-                     int32_t(h), int32_t(b));
+    ptx::mbar_wait(sm.q_empty(qs.stage), qs.phase ^ 1u);
+    ptx::mbar_arrive_expect_tx(sm.q_full(qs.stage), Smem::kQBytes);
+    ptx::tma_load_5d(sm.q(qs.stage), tm_q, sm.q_full(qs.stage), 0,
+                     int32_t(m_block * Cfg::kBlockM), 0, int32_t(h), int32_t(b));
+    qs.advance();
   }
   __device__ void load_k(int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);

@@ -2,7 +2,7 @@
 // block sizes, pipeline stages, consumer warpgroups, register split. Kernels take the
 // result as template parameters; nothing else in the backend picks a tile.
 //
-// Shared memory per CTA = Q (kBlockM x d) + stages x (K + V) (kBlockN x d each), 16-bit
+// Shared memory per CTA = q_stages x Q (kBlockM x d) + stages x (K + V) (kBlockN x d each), 16-bit
 // elements, at most 227 KB. Registers per consumer thread: O (d/2) + S (kBlockN/2) +
 // P (kBlockN/4) live at once in the overlapped loop.
 #pragma once
@@ -16,32 +16,44 @@ struct TileConfig {
   int consumer_wgs;   // consumer warpgroups
   int producer_regs;  // setmaxnreg for the producer warpgroup
   int consumer_regs;  // setmaxnreg for each consumer warpgroup
+  int q_stages = 1;   // Q buffers: 2 lets the next tile's Q land while this tile finishes
 };
 
-// `variant` exists for measurements only (LONGATTN_TILE env, forward_sm90.cpp) and applies
-// to non-causal problems: 0 = the table's choice, 1 = the causal tile, 2 = a wider key
-// tile, 3 = the causal tile with a 3-stage K/V ring.
+// `variant` selects a non-default tile: for measurements (LONGATTN_TILE env,
+// forward_sm90.cpp) and for the short-sequence rule in default_variant(). 0 = the table's
+// choice, 1 = the causal tile for a non-causal problem, 2 = a wider key tile, 3 = 128x128
+// with a 3-stage K/V ring, 4 = the causal tile with one Q buffer (also for causal problems).
 constexpr TileConfig tile_config(int head_dim, bool causal, int variant = 0) {
-  if (causal) variant = 0;
+  if (causal && variant != 4) variant = 0;
   if (variant == 1) causal = true;
-  if (variant == 2 && head_dim > 64 && head_dim <= 128) return {128, 192, 2, 2, 24, 240};
-  if (variant == 3 && head_dim > 64 && head_dim <= 128) return {128, 128, 3, 2, 24, 240};
+  const bool d128 = head_dim > 64 && head_dim <= 128;
+  if (variant == 2 && d128) return {128, 192, 2, 2, 24, 240};
+  if (variant == 3 && d128) return {128, 128, 3, 2, 24, 240};
+  if (variant == 4 && d128) return {128, 128, 2, 2, 24, 240, 1};
+  if (variant == 4 && head_dim <= 64) return {192, 128, 2, 3, 32, 160, 1};
   // Producer registers: 24 spilled once the producer decoded tiles with 64-bit math; 40
   // (32 with three consumers) does not.
   // hdim 64: 192 x 128 with three consumer warpgroups (128*32 + 384*160 = 64K registers;
-  // 40/152 spilled 48 bytes).
-  if (head_dim <= 64) return {192, 128, 2, 3, 32, 160};
-  // hdim 128: 128 x 176 non-causal (208 KB smem; S 88 + P 44 + O 64 registers), 128 x 128
-  // causal (finer diagonal tiles).
-  if (head_dim <= 128) return causal ? TileConfig{128, 128, 2, 2, 24, 240} : TileConfig{128, 176, 2, 2, 24, 240};
+  // 40/152 spilled 48 bytes); two Q buffers (112 KB smem).
+  if (head_dim <= 64) return {192, 128, 2, 3, 32, 160, 2};
+  // hdim 128: 128 x 176 non-causal (208 KB smem, no room for a second Q; S 88 + P 44 + O 64
+  // registers), 128 x 128 causal (finer diagonal tiles) with two Q buffers (192 KB).
+  if (d128) return causal ? TileConfig{128, 128, 2, 2, 24, 240, 2} : TileConfig{128, 176, 2, 2, 24, 240};
   // hdim 256: O alone takes 128 registers; 128 x 80 keeps smem at 224 KB.
   return {128, 80, 2, 2, 24, 240};
+}
+
+// The variant the table picks for a problem: short non-causal hdim-128 problems run the
+// 128 x 128 tile (measured on H200, interleaved: seq 1k 546 vs 525 TFLOP/s for 128 x 176,
+// 2k 587 vs 577; from 4k on 128 x 176 is as fast or faster: 8k 646 vs 625).
+constexpr int default_variant(int head_dim, bool causal, long long seq_k) {
+  return (!causal && head_dim > 64 && head_dim <= 128 && seq_k <= 2048) ? 1 : 0;
 }
 
 constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
   return a.block_m == b.block_m && a.block_n == b.block_n && a.stages == b.stages &&
          a.consumer_wgs == b.consumer_wgs && a.producer_regs == b.producer_regs &&
-         a.consumer_regs == b.consumer_regs;
+         a.consumer_regs == b.consumer_regs && a.q_stages == b.q_stages;
 }
 
 }  // namespace longattn::cuda::sm90
