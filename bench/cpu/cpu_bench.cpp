@@ -2,11 +2,12 @@
 //
 //   cpu_bench peak [threads]
 //       fp32 FMA throughput of this machine on all threads: AVX-512 and AVX2 loops of
-//       independent FMA chains (enough chains to cover latency x units), GFLOP/s.
+//       independent FMA chains (enough chains to cover latency x units). Prints
+//       peak,isa,threads,wall GFLOP/s,GFLOP per CPU-second of one thread
 //   cpu_bench attn dtype dim seq batch heads causal(0|1) reps [threads]
 //       times longattn::forward (backend cpu) on random inputs, checks sampled rows against
 //       a float64 computation, prints one CSV line:
-//       longattn,dtype,dim,seq,batch,heads,causal,best_seconds,gflops,max_err
+//       longattn,dtype,dim,seq,batch,heads,causal,best_seconds,gflops,max_err,gflop_per_cpu_s
 //
 // Built by run.sh against the static library (no CMake target: bench/ is not part of the
 // shipped build). The ISA-specific loops use function target attributes, not -march.
@@ -77,8 +78,13 @@ __attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters) {
 }
 
 // GFLOP/s of `fn` run concurrently on `threads` threads (best of 3).
+// {wall GFLOP/s of all threads, GFLOP per CPU-second of one thread}. The second is what a
+// core does while it runs, unaffected by other processes taking turns on the cores.
+struct Peak {
+  double wall, per_cpu_s;
+};
 template <class F>
-double peak_of(F fn, int threads, double flops_per_iter) {
+Peak peak_of(F fn, int threads, double flops_per_iter) {
   const int64_t iters = 40'000'000;
   double best = 0, best_cpu = 0;
   for (int rep = 0; rep < 3; ++rep) {
@@ -91,17 +97,20 @@ double peak_of(F fn, int threads, double flops_per_iter) {
     best = std::max(best, threads * iters * flops_per_iter / dt / 1e9);
     best_cpu = std::max(best_cpu, threads * iters * flops_per_iter / dc / 1e9 * threads);
   }
-  std::fprintf(stderr, "  (per CPU-second x threads: %.1f GFLOP/s)\n", best_cpu);
-  return best;
+  return {best, best_cpu / threads};
 }
 
 int cmd_peak(int threads) {
   const bool has512 = __builtin_cpu_supports("avx512f");
   const bool has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (has512)
-    std::printf("peak,avx512,%d,%.1f\n", threads,
-                peak_of(fma_avx512, threads, 2.0 * 16 * kChains));
-  if (has2) std::printf("peak,avx2,%d,%.1f\n", threads, peak_of(fma_avx2, threads, 2.0 * 8 * 12));
+  if (has512) {
+    Peak p = peak_of(fma_avx512, threads, 2.0 * 16 * kChains);
+    std::printf("peak,avx512,%d,%.1f,%.1f\n", threads, p.wall, p.per_cpu_s);
+  }
+  if (has2) {
+    Peak p = peak_of(fma_avx2, threads, 2.0 * 8 * 12);
+    std::printf("peak,avx2,%d,%.1f,%.1f\n", threads, p.wall, p.per_cpu_s);
+  }
   return 0;
 }
 
@@ -206,8 +215,9 @@ int cmd_attn(int argc, char** argv) {
   }
   std::fprintf(stderr, "  (GFLOP per CPU-second: mean %.1f, best %.1f)\n", flops * reps / cpu_total / 1e9,
                flops / cpu_min / 1e9);
-  std::printf("longattn,%s,%lld,%lld,%lld,%lld,%d,%.6f,%.1f,%.2e\n", argv[2], (long long)d,
-              (long long)s, (long long)b, (long long)h, int(causal), best, flops / best / 1e9, max_err);
+  std::printf("longattn,%s,%lld,%lld,%lld,%lld,%d,%.6f,%.1f,%.2e,%.1f\n", argv[2], (long long)d,
+              (long long)s, (long long)b, (long long)h, int(causal), best, flops / best / 1e9, max_err,
+              flops / cpu_min / 1e9);
   // bf16 output rounding alone is ~4e-3 relative; anything far above is a wrong result.
   return max_err < (dt == DType::f32 ? 1e-4 : 2e-2) ? 0 : 3;
 }
