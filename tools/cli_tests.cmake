@@ -61,3 +61,33 @@ cli_case(help 0 "usage: longattn run" --help)
 add_test(NAME cli.npy_round_trip
          COMMAND ${CMAKE_COMMAND} -DCLI=${_cli} -DWORK=${_work} -P
                  ${CMAKE_CURRENT_SOURCE_DIR}/cli_round_trip.cmake)
+
+# The CUDA backend through the CLI, checked against the reference (label "gpu"). A build
+# with CUDA but no sm_90 device (CI), or a feature the backend reports as "not supported
+# ... yet", makes a case SKIPPED, not failed: on a Hopper machine `ctest -L gpu` runs them.
+if(LONGATTN_WITH_CUDA)
+  set(_no_gpu "no CUDA device of compute capability 9.0 is visible;built without the CUDA backend")
+  function(cli_gpu_case name)
+    cli_case(gpu.${name} 0 "check: .* PASS" run --backend cuda --repeat 2 --check-rows 256 ${ARGN})
+    set_tests_properties(cli.gpu.${name} PROPERTIES LABELS gpu
+      SKIP_REGULAR_EXPRESSION "${_no_gpu};not supported by the CUDA backend yet")
+  endfunction()
+  set(_g --seq 1031 --heads-q 8 --heads-kv 2)
+  cli_gpu_case(bf16_d128_causal ${_g} --dim 128 --lse)
+  cli_gpu_case(bf16_d64_noncausal ${_g} --dim 64 --no-causal --lse)
+  cli_gpu_case(bf16_d256_causal ${_g} --dim 256)
+  cli_gpu_case(f16_f32out ${_g} --dim 128 --dtype f16 --out-dtype f32)
+  cli_gpu_case(mqa_batch3 --batch 3 --seq 517 --heads-q 6 --heads-kv 1 --dim 128)
+  cli_gpu_case(kv_prefix --seq-q 300 --seq-k 1100 --heads-q 4 --heads-kv 2 --dim 128 --lse)
+  cli_gpu_case(more_q_than_k --seq-q 1100 --seq-k 300 --heads-q 4 --heads-kv 2 --dim 128 --lse)
+  cli_gpu_case(top_left --seq-q 1100 --seq-k 300 --heads-q 4 --heads-kv 2 --dim 128 --top-left)
+  cli_gpu_case(window ${_g} --dim 128 --window 200,-1)
+  cli_gpu_case(chunk ${_g} --dim 128 --chunk 256)
+  cli_gpu_case(sinks_softcap ${_g} --dim 128 --sinks --softcap 30 --lse)
+  cli_gpu_case(ragged --ragged 700,1,129:900,333 --heads-q 8 --heads-kv 2 --dim 128 --lse)
+  cli_gpu_case(paged --batch 2 --seq 777 --heads-q 8 --heads-kv 2 --dim 128 --page-size 64)
+  cli_gpu_case(e4m3 ${_g} --dim 128 --dtype e4m3)
+  cli_gpu_case(dim_v ${_g} --dim 128 --dim-v 64)
+  cli_case(gpu.bench 0 "PASS" bench --backends cuda --seqs 1024,2048 --heads-q 8 --heads-kv 2 --check --repeat 3)
+  set_tests_properties(cli.gpu.bench PROPERTIES LABELS gpu SKIP_REGULAR_EXPRESSION "${_no_gpu}")
+endif()
