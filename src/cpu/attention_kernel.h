@@ -1,15 +1,17 @@
 // The tiled flash-attention kernel, written once over a small vector interface `Simd` and
-// compiled once per ISA. A translation unit defines LONGATTN_CPU_NS (its private namespace)
-// and `longattn::detail::LONGATTN_CPU_NS::Simd`, then includes this file exactly once.
-// Everything here lives in that private namespace, so copies built with different -m flags
-// never meet at link time.
+// a matrix-product policy `Mma`, compiled once per ISA. A translation unit defines
+// LONGATTN_CPU_NS (its private namespace) and `longattn::detail::LONGATTN_CPU_NS::Simd`
+// (plus LONGATTN_CPU_AMX for the AMX policy), then includes this file exactly once.
+// Everything here has internal linkage, so copies built with different -m flags never meet
+// at link time.
 //
 // One work item = the rows of `group` query heads (sharing one kv head) over a block of
-// tokens. Per K/V tile of kBN keys: K and V are converted to f32 once (dequantized, K
-// transposed into NR-wide panels), then every MR-row strip runs
-//   S = Q K^T (MR x NR register block)  ->  softcap, boundary mask  ->  online softmax
-//   ->  O += P V (MR x NR register block)
-// with S/P (MR x kBN floats) staying in L1 between the two products.
+// tokens. Per K/V tile of kBN keys: K and V are converted once (dequantized; laid out for
+// the policy's products), then every MR-row strip runs
+//   S = Q K^T  ->  softcap, boundary mask  ->  online softmax (log2 units, lazy rescale)
+//   ->  O += P V
+// with S/P (MR x kBN) staying in L1 between the two products. Policies: fma_mma.h
+// (register-blocked FMA microkernels, f32 operands) and amx_mma.h (bf16 tiles).
 #include <cstdint>
 
 #include "cpu/convert.h"
@@ -19,8 +21,9 @@
 #error "define LONGATTN_CPU_NS before including attention_kernel.h"
 #endif
 
-// Keys per tile. 64 keeps a K or V tile of head dim 128 at 32 KB (in L1/L2), the P strip at
-// MR x 64 floats, and amortizes the O-strip loads/stores of O += PV over 64 FMAs.
+// Keys per tile (FMA kernels; the AMX kernel sets 128). 64 keeps an f32 K or V tile of head
+// dim 128 at 32 KB, the P strip at MR x 64 floats, and amortizes the O-strip loads/stores
+// of O += PV over 64 FMAs; 32 and 128 measured no better for f32.
 #ifndef LONGATTN_CPU_BN
 #define LONGATTN_CPU_BN 64
 #endif
