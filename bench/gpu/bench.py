@@ -160,14 +160,16 @@ def main():
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     la = LongAttn(args.lib)
     # "lazy" is the shipped default; each other variant changes one design choice.
-    base = {"LONGATTN_RESCALE_THRESHOLD": "8", "LONGATTN_PINGPONG": "1", "LONGATTN_TILE": "0"}
+    base = {"LONGATTN_RESCALE_THRESHOLD": "8", "LONGATTN_PINGPONG": "1", "LONGATTN_TILE": "0",
+            "LONGATTN_SECTIONS": ""}
     variants = [("lazy", base),
                 ("always", {**base, "LONGATTN_RESCALE_THRESHOLD": "0"}),
                 ("nopingpong", {**base, "LONGATTN_PINGPONG": "0"}),
                 ("causaltile", {**base, "LONGATTN_TILE": "1"}),
                 ("widetile", {**base, "LONGATTN_TILE": "2"}),
                 ("deep3", {**base, "LONGATTN_TILE": "3"}),
-                ("singleq", {**base, "LONGATTN_TILE": "4"})]
+                ("singleq", {**base, "LONGATTN_TILE": "4"}),
+                ("nosections", {**base, "LONGATTN_SECTIONS": "0"})]
     shapes = []
     seqs = [1024, 2048, 4096, 8192, 16384] if not args.quick else [2048, 8192]
     for causal in (False, True):
@@ -190,14 +192,14 @@ def main():
 
     print(f"\n{props.name} -- {'sequential' if args.sequential else 'interleaved'} timing -- TFLOP/s (bf16, mask-aware); longattn = shipped default (lazy rescale, "
           f"ping-pong, table tiles); ratio = longattn / cuDNN; other columns change one choice")
-    print("| hdim | seq | mask | cuDNN | FA2 | longattn | ratio | always-rescale | no ping-pong | 128x128 tile | 128x192 tile | 128x128 3-stage | 128x128 one Q buffer | max abs diff |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| hdim | seq | mask | cuDNN | FA2 | longattn | ratio | always-rescale | no ping-pong | 128x128 tile | 128x192 tile | 128x128 3-stage | 128x128 one Q buffer | causal: no L2 sections | max abs diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cud = r["cudnn"]
         f = lambda x: f"{x:.0f}" if x else "-"
         print(f"| {r['d']} | {r['seq']} | {'causal' if r['causal'] else 'full'} | {f(cud)} | {f(r['fa2'])} | "
               f"{r['lazy']:.0f} | {r['lazy'] / cud if cud else float('nan'):.2f} | {r['always']:.0f} | "
-              f"{r['nopingpong']:.0f} | {r['causaltile']:.0f} | {r['widetile']:.0f} | {r['deep3']:.0f} | {r['singleq']:.0f} | {r.get('maxdiff_lazy', float('nan')):.1e}"
+              f"{r['nopingpong']:.0f} | {r['causaltile']:.0f} | {r['widetile']:.0f} | {r['deep3']:.0f} | {r['singleq']:.0f} | {r['nosections']:.0f} | {r.get('maxdiff_lazy', float('nan')):.1e}"
               + ("" if r.get("maxdiff_lazy", 1.0) < 0.05 else " WRONG") + " |")
     try:
         import matplotlib

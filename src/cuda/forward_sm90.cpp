@@ -4,6 +4,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -177,6 +178,22 @@ Status cuda_forward(const Args& a, const Problem& p) {
   la.tile_variant = tile_variant;
 
   fp.pingpong = !env_is("LONGATTN_PINGPONG", "0");
+  // Causal L2 sections: kv heads whose K+V fit half the L2, times the query heads sharing
+  // each (GQA heads are adjacent). LONGATTN_SECTIONS=0 disables (one section), =N forces N
+  // pairs per section (measurements and tests).
+  {
+    int l2 = 0;
+    if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, p.device.ordinal) != cudaSuccess || l2 <= 0)
+      l2 = 50 << 20;
+    const int64_t kv_bytes = p.max_seq_k * (p.dim_qk + p.dim_v) * 2;
+    int64_t kv_heads = std::max<int64_t>(1, int64_t(l2 / 2) / std::max<int64_t>(1, kv_bytes));
+    fp.section_bh = std::min<int64_t>(kv_heads * p.group, p.heads_q * p.batch);
+    if (const char* e = std::getenv("LONGATTN_SECTIONS")) {
+      const long long n = std::atoll(e);
+      if (n == 0 && e[0] == '0') fp.section_bh = p.heads_q * p.batch;
+      if (n > 0) fp.section_bh = std::min<int64_t>(n, p.heads_q * p.batch);
+    }
+  }
 
   cudaError_t e = p.in_dtype == DType::bf16 ? dispatch_dim<InType::bf16>(p.dim_qk, la)
                                             : dispatch_dim<InType::f16>(p.dim_qk, la);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "gpu_case.h"
 
@@ -100,6 +101,20 @@ TEST(GpuForwardDeterminism, SameInputsSameBits) {
     ASSERT_TRUE(a.failure.empty()) << a.failure;
     EXPECT_TRUE(a.out_bytes == b.out_bytes) << s.name() << ": outputs differ between runs";
   }
+}
+
+// Causal tiles are ordered in L2 sections of (batch, head) pairs; a section size that does
+// not divide the pair count must still cover every tile exactly once (poisoned outputs).
+TEST(GpuForwardSchedule, CausalSectionsCoverEveryTile) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
+  for (const char* n : {"3", "1", "0"}) {
+    setenv("LONGATTN_SECTIONS", n, 1);
+    Shape s = S(3, 700, 900, 5, 1, 128, true);
+    s.rows_per_head = 16;
+    CheckResult r = run_case(s);
+    EXPECT_TRUE(r.failure.empty()) << "sections " << n << ": " << r.failure;
+  }
+  unsetenv("LONGATTN_SECTIONS");
 }
 
 // What the kernel cannot serve yet is refused by name, and nothing is written.

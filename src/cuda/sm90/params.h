@@ -13,6 +13,7 @@ struct FwdParams {
   int64_t batch = 0, heads_q = 0, heads_kv = 0, group = 1;
   int64_t seq_q = 0, seq_k = 0;
   int64_t num_m_blocks = 0, num_tiles = 0;
+  int64_t section_bh = 1;  // causal scheduling: (batch, head) pairs per L2 section (scheduler.cuh)
 
   float scale_log2 = 0;         // softmax scale * log2(e): logits in log2 units
   float rescale_threshold = 0;  // lazy rescale: rescale O only when the max grows more (log2 units); <= 0: always
