@@ -232,9 +232,16 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
     const int64_t v0 = imax(j0, it.key_lo) - j0, v1 = imin(j0 + kBN, it.key_hi) - j0;
     if (v0 > 0 || v1 < kBN) Mma::zero_kv(KT, Vt, dq, dv);
     bool v_nonfinite = false;
-    for (int64_t k = v0; k < v1; ++k) {
+    for (int64_t k = v0; k < v1;) {
+      if (Mma::kHasK16 && k % 16 == 0 && k + 16 <= v1) {
+        Mma::pack_k16(KT, k, it.krow + (j0 + k - it.key_lo), dq);
+        for (int64_t e = k + 16; k < e; ++k)
+          v_nonfinite |= Mma::pack_v(Vt, k, it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale);
+        continue;
+      }
       Mma::pack_k(KT, k, it.krow[j0 + k - it.key_lo], kc.in, dq, it.k_descale, tmp);
       v_nonfinite |= Mma::pack_v(Vt, k, it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale);
+      ++k;
     }
 
     // Rows of the next tile are prefetched into L2 a slice per strip: packing reads K/V

@@ -35,6 +35,8 @@ struct FmaMma {
     float* dst = kt + (k / NR) * dq * NR + (k % NR);
     for (int64_t d = 0; d < dq; ++d) dst[d * NR] = tmp[d];
   }
+  static constexpr bool kHasK16 = false;  // no 16-key block packer
+  static void pack_k16(float*, int64_t, const void* const*, int64_t) {}
   // Value row `k`; returns true when it holds Inf/NaN (v * 0 is NaN exactly then).
   static bool pack_v(float* vt, int64_t k, const void* src, DType t, int64_t dv, float scale) {
     const int64_t dvp = dv_pad(dv);
