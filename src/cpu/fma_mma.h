@@ -60,7 +60,6 @@ struct FmaMma {
   // S[r][c0..c1) = Q[s0 + r] . K[c0..c1) for the strip's MR rows (c0, c1 multiples of NR).
   LONGATTN_CPU_STAGE static void qk(const float* qbuf, int64_t s0, int64_t dq, const float* kt, int c0,
                                     int c1, float* s) {
-    constexpr int W = Simd::W;
     const float* q = qbuf + s0 * dq;
     for (int p = c0 / NR; p < c1 / NR; ++p) {
       const float* b = kt + int64_t(p) * dq * NR;
@@ -87,7 +86,6 @@ struct FmaMma {
   // O[r] += sum_{k in [k0,k1)} P[r][k] V[k]; p: MR x kBN (f32), o: MR rows of dv_pad.
   LONGATTN_CPU_STAGE static void pv(const float* p, int k0, int k1, const float* v, int64_t dv, float* o,
                                     void* /*pbuf*/) {
-    constexpr int W = Simd::W;
     const int64_t dvp = dv_pad(dv);
     for (int64_t c = 0; c < dvp; c += NR) {
       V acc[MR][2];
