@@ -169,7 +169,8 @@ def main():
                 ("widetile", {**base, "LONGATTN_TILE": "2"}),
                 ("deep3", {**base, "LONGATTN_TILE": "3"}),
                 ("singleq", {**base, "LONGATTN_TILE": "4"}),
-                ("nosections", {**base, "LONGATTN_SECTIONS": "0"})]
+                ("nosections", {**base, "LONGATTN_SECTIONS": "0"}),
+                ("v5", {**base, "LONGATTN_TILE": "5"})]
     shapes = []
     seqs = [1024, 2048, 4096, 8192, 16384] if not args.quick else [2048, 8192]
     for causal in (False, True):
@@ -192,14 +193,14 @@ def main():
 
     print(f"\n{props.name} -- {'sequential' if args.sequential else 'interleaved'} timing -- TFLOP/s (bf16, mask-aware); longattn = shipped default (lazy rescale, "
           f"ping-pong, table tiles); ratio = longattn / cuDNN; other columns change one choice")
-    print("| hdim | seq | mask | cuDNN | FA2 | longattn | ratio | always-rescale | no ping-pong | 128x128 tile | 128x192 tile | 128x128 3-stage | 128x128 one Q buffer | causal: no L2 sections | max abs diff |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| hdim | seq | mask | cuDNN | FA2 | longattn | ratio | always-rescale | no ping-pong | 128x128 tile | 128x192 tile | 128x128 3-stage | 128x128 one Q buffer | causal: no L2 sections | hdim256: 128x80 global schedule | max abs diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cud = r["cudnn"]
         f = lambda x: f"{x:.0f}" if x else "-"
         print(f"| {r['d']} | {r['seq']} | {'causal' if r['causal'] else 'full'} | {f(cud)} | {f(r['fa2'])} | "
               f"{r['lazy']:.0f} | {r['lazy'] / cud if cud else float('nan'):.2f} | {r['always']:.0f} | "
-              f"{r['nopingpong']:.0f} | {r['causaltile']:.0f} | {r['widetile']:.0f} | {r['deep3']:.0f} | {r['singleq']:.0f} | {r['nosections']:.0f} | {r.get('maxdiff_lazy', float('nan')):.1e}"
+              f"{r['nopingpong']:.0f} | {r['causaltile']:.0f} | {r['widetile']:.0f} | {r['deep3']:.0f} | {r['singleq']:.0f} | {r['nosections']:.0f} | {r['v5']:.0f} | {r.get('maxdiff_lazy', float('nan')):.1e}"
               + ("" if r.get("maxdiff_lazy", 1.0) < 0.05 else " WRONG") + " |")
     try:
         import matplotlib

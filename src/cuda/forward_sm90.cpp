@@ -33,7 +33,7 @@ float rescale_threshold() {
 }
 
 // Measurement switches (A/B in one process): LONGATTN_PINGPONG=0 disables the warpgroup
-// ping-pong; LONGATTN_TILE=1..4 forces a tile variant (tile_size.h; 0 or unset: the table).
+// ping-pong; LONGATTN_TILE=1..5 forces a tile variant (tile_size.h; 0 or unset: the table).
 bool env_is(const char* name, const char* value) {
   const char* e = std::getenv(name);
   return e && std::string(e) == value;
@@ -132,7 +132,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
 
   const bool causal = p.mask.causal;
   const char* tv = std::getenv("LONGATTN_TILE");
-  const int tile_variant = (tv && tv[0] >= '1' && tv[0] <= '4' && !tv[1])
+  const int tile_variant = (tv && tv[0] >= '1' && tv[0] <= '5' && !tv[1])
                                ? tv[0] - '0'
                                : cuda::sm90::default_variant(int(p.dim_qk), causal, p.max_seq_k);
   const cuda::sm90::TileConfig tc = cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);

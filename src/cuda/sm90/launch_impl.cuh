@@ -26,9 +26,21 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
     if (e != cudaSuccess) return e;
     opted_in.fetch_or(bit, std::memory_order_relaxed);
   }
-  int64_t grid = a.p.num_tiles < a.num_sms ? a.p.num_tiles : a.num_sms;
+  const int64_t grid = a.p.num_tiles < a.num_sms ? a.p.num_tiles : a.num_sms;
+  FwdParams p = a.p;
+  if (!Cfg::kTile.lpt_sections) p.section_bh = p.heads_q * p.batch;  // one section
+  {  // scheduler constants that depend on the grid (scheduler.cuh)
+    const int64_t nbh = p.heads_q * p.batch, sec_tiles = p.section_bh * p.num_m_blocks;
+    const int64_t last_tiles = (nbh % p.section_bh) * p.num_m_blocks;
+    p.sec_tiles = uint32_t(sec_tiles);
+    p.full_secs = uint32_t(nbh / p.section_bh);
+    p.sec_rounds = uint32_t(sec_tiles / grid);
+    p.sec_rem = uint32_t(sec_tiles % grid);
+    p.last_rounds = uint32_t(last_tiles / grid);
+    p.last_rem = uint32_t(last_tiles % grid);
+  }
   kern<<<dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream>>>(a.tm_q, a.tm_k,
-                                                                              a.tm_v, a.p);
+                                                                              a.tm_v, p);
   return cudaGetLastError();
 }
 
@@ -37,7 +49,7 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
   using T = std::conditional_t<kIn == InType::bf16, __nv_bfloat16, __half>;
   constexpr TileConfig t00 = tile_config(kHeadDim, false, 0), t10 = tile_config(kHeadDim, true, 0),
                        t02 = tile_config(kHeadDim, false, 2), t03 = tile_config(kHeadDim, false, 3),
-                       t04 = tile_config(kHeadDim, false, 4);
+                       t04 = tile_config(kHeadDim, false, 4), t05 = tile_config(kHeadDim, false, 5);
   // Each distinct tile is instantiated once; (causal, variant) picks one at run time.
   const TileConfig want = tile_config(kHeadDim, a.p.causal, a.tile_variant);
   if (want == t00) return launch_cfg<KernelConfig<T, kHeadDim, false, 0>>(a);
@@ -52,6 +64,9 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
   }
   if constexpr (!(t04 == t00) && !(t04 == t10) && !(t04 == t02) && !(t04 == t03)) {
     if (want == t04) return launch_cfg<KernelConfig<T, kHeadDim, false, 4>>(a);
+  }
+  if constexpr (!(t05 == t00) && !(t05 == t10) && !(t05 == t02) && !(t05 == t03) && !(t05 == t04)) {
+    if (want == t05) return launch_cfg<KernelConfig<T, kHeadDim, false, 5>>(a);
   }
   return cudaErrorInvalidValue;
 }

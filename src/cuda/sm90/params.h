@@ -14,6 +14,9 @@ struct FwdParams {
   int64_t seq_q = 0, seq_k = 0;
   int64_t num_m_blocks = 0, num_tiles = 0;
   int64_t section_bh = 1;  // causal scheduling: (batch, head) pairs per L2 section (scheduler.cuh)
+  // Derived on the host from section_bh and the grid (scheduler.cuh tile_id): tiles per full
+  // section, full sections, and rounds / remainder of a full and of the last section.
+  uint32_t sec_tiles = 0, full_secs = 0, sec_rounds = 0, sec_rem = 0, last_rounds = 0, last_rem = 0;
 
   float scale_log2 = 0;         // softmax scale * log2(e): logits in log2 units
   float rescale_threshold = 0;  // lazy rescale: rescale O only when the max grows more (log2 units); <= 0: always

@@ -17,20 +17,25 @@ struct TileConfig {
   int producer_regs;  // setmaxnreg for the producer warpgroup
   int consumer_regs;  // setmaxnreg for each consumer warpgroup
   int q_stages = 1;   // Q buffers: 2 lets the next tile's Q land while this tile finishes
+  bool lpt_sections = true;  // causal: L2-section LPT schedule (else one global LPT snake)
 };
 
 // `variant` selects a non-default tile: for measurements (LONGATTN_TILE env,
 // forward_sm90.cpp) and for the short-sequence rule in default_variant(). 0 = the table's
 // choice, 1 = the causal tile for a non-causal problem, 2 = a wider key tile, 3 = 128x128
-// with a 3-stage K/V ring, 4 = the causal tile with one Q buffer (also for causal problems).
+// with a 3-stage K/V ring, 4 = the causal tile with one Q buffer (also for causal problems),
+// 5 = hdim 256 128 x 80 with the global causal schedule (also for causal problems).
+// NOTES: setmaxnreg splits must fit the entry allocation: 128 * producer + 256 * consumer
+// <= 168 * 384 = 64512 (else setmaxnreg.inc waits forever): 24/240, 32/232, 40/224.
 constexpr TileConfig tile_config(int head_dim, bool causal, int variant = 0) {
-  if (causal && variant != 4) variant = 0;
+  if (causal && variant != 4 && variant != 5) variant = 0;
   if (variant == 1) causal = true;
   const bool d128 = head_dim > 64 && head_dim <= 128;
-  if (variant == 2 && d128) return {128, 192, 2, 2, 24, 240};
-  if (variant == 3 && d128) return {128, 128, 3, 2, 24, 240};
-  if (variant == 4 && d128) return {128, 128, 2, 2, 24, 240, 1};
+  if (variant == 2 && d128) return {128, 192, 2, 2, 24, 240, 1, false};
+  if (variant == 3 && d128) return {128, 128, 3, 2, 32, 232};
+  if (variant == 4 && d128) return {128, 128, 2, 2, 32, 232, 1};
   if (variant == 4 && head_dim <= 64) return {192, 128, 2, 3, 32, 160, 1};
+  if (variant == 5 && head_dim > 128) return {128, 80, 2, 2, 24, 240, 1, false};
   // Producer registers: 24 spilled once the producer decoded tiles with 64-bit math; 40
   // (32 with three consumers) does not.
   // hdim 64: 192 x 128 with three consumer warpgroups (128*32 + 384*160 = 64K registers;
@@ -38,9 +43,9 @@ constexpr TileConfig tile_config(int head_dim, bool causal, int variant = 0) {
   if (head_dim <= 64) return {192, 128, 2, 3, 32, 160, 2};
   // hdim 128: 128 x 176 non-causal (208 KB smem, no room for a second Q; S 88 + P 44 + O 64
   // registers), 128 x 128 causal (finer diagonal tiles) with two Q buffers (192 KB).
-  if (d128) return causal ? TileConfig{128, 128, 2, 2, 24, 240, 2} : TileConfig{128, 176, 2, 2, 24, 240};
+  if (d128) return causal ? TileConfig{128, 128, 2, 2, 32, 232, 2} : TileConfig{128, 176, 2, 2, 32, 232};
   // hdim 256: O alone takes 128 registers; 128 x 80 keeps smem at 224 KB.
-  return {128, 80, 2, 2, 24, 240};
+  return {128, 64, 2, 2, 40, 224};
 }
 
 // The variant the table picks for a problem: short non-causal hdim-128 problems run the
@@ -53,7 +58,8 @@ constexpr int default_variant(int head_dim, bool causal, long long seq_k) {
 constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
   return a.block_m == b.block_m && a.block_n == b.block_n && a.stages == b.stages &&
          a.consumer_wgs == b.consumer_wgs && a.producer_regs == b.producer_regs &&
-         a.consumer_regs == b.consumer_regs && a.q_stages == b.q_stages;
+         a.consumer_regs == b.consumer_regs && a.q_stages == b.q_stages &&
+         a.lpt_sections == b.lpt_sections;
 }
 
 }  // namespace longattn::cuda::sm90
