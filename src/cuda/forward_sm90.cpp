@@ -13,6 +13,7 @@
 #include "cuda/device_guard.h"
 #include "cuda/ptx/tensor_map.h"
 #include "cuda/sm90/launch.h"
+#include "cuda/sm90/schedule_rule.h"
 #include "cuda/util_kernels.h"
 
 namespace longattn::detail {
@@ -178,16 +179,15 @@ Status cuda_forward(const Args& a, const Problem& p) {
   la.tile_variant = tile_variant;
 
   fp.pingpong = !env_is("LONGATTN_PINGPONG", "0");
-  // Causal L2 sections: kv heads whose K+V fit half the L2, times the query heads sharing
-  // each (GQA heads are adjacent). LONGATTN_SECTIONS=0 disables (one section), =N forces N
-  // pairs per section (measurements and tests).
+  // Causal L2 sections (schedule_rule.h). LONGATTN_SECTIONS=0 disables them (one
+  // section), =N forces N pairs per section (measurements and tests).
   {
     int l2 = 0;
     if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, p.device.ordinal) != cudaSuccess || l2 <= 0)
       l2 = 50 << 20;
-    const int64_t kv_bytes = p.max_seq_k * (p.dim_qk + p.dim_v) * 2;
-    int64_t kv_heads = std::max<int64_t>(1, int64_t(l2 / 2) / std::max<int64_t>(1, kv_bytes));
-    fp.section_bh = std::min<int64_t>(kv_heads * p.group, p.heads_q * p.batch);
+    const int64_t grid = std::min<int64_t>(fp.num_tiles, la.num_sms);
+    fp.section_bh = cuda::sm90::causal_section_pairs(p.heads_q * p.batch, fp.num_m_blocks, grid, p.group,
+                                                     p.max_seq_k * (p.dim_qk + p.dim_v) * 2, l2);
     if (const char* e = std::getenv("LONGATTN_SECTIONS")) {
       const long long n = std::atoll(e);
       if (n == 0 && e[0] == '0') fp.section_bh = p.heads_q * p.batch;

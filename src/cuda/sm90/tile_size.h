@@ -24,7 +24,7 @@ struct TileConfig {
 // forward_sm90.cpp) and for the short-sequence rule in default_variant(). 0 = the table's
 // choice, 1 = the causal tile for a non-causal problem, 2 = a wider key tile, 3 = 128x128
 // with a 3-stage K/V ring, 4 = the causal tile with one Q buffer (also for causal problems),
-// 5 = hdim 256 128 x 80 with the global causal schedule (also for causal problems).
+// 5 = hdim 256 128 x 64 with the sectioned causal schedule (also for causal problems).
 // NOTES: setmaxnreg splits must fit the entry allocation: 128 * producer + 256 * consumer
 // <= 168 * 384 = 64512 (else setmaxnreg.inc waits forever): 24/240, 32/232, 40/224.
 constexpr TileConfig tile_config(int head_dim, bool causal, int variant = 0) {
@@ -35,7 +35,7 @@ constexpr TileConfig tile_config(int head_dim, bool causal, int variant = 0) {
   if (variant == 3 && d128) return {128, 128, 3, 2, 32, 232};
   if (variant == 4 && d128) return {128, 128, 2, 2, 32, 232, 1};
   if (variant == 4 && head_dim <= 64) return {192, 128, 2, 3, 32, 160, 1};
-  if (variant == 5 && head_dim > 128) return {128, 80, 2, 2, 24, 240, 1, false};
+  if (variant == 5 && head_dim > 128) return {128, 64, 2, 2, 40, 224};
   // Producer registers: 24 spilled once the producer decoded tiles with 64-bit math; 40
   // (32 with three consumers) does not.
   // hdim 64: 192 x 128 with three consumer warpgroups (128*32 + 384*160 = 64K registers;
