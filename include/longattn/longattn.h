@@ -52,8 +52,12 @@ struct Args {
 
   /// Optional float32 (heads_q): per-head attention-sink logits.
   Tensor sinks;
-  /// fp8 descales, float32 (batch, heads_kv); required when q/k/v are e4m3.
-  Tensor q_descale, k_descale, v_descale;
+  /// fp8 descale of q, float32 (batch, heads_kv); required when q/k/v are e4m3.
+  Tensor q_descale;
+  /// fp8 descale of k, float32 (batch, heads_kv); required when q/k/v are e4m3.
+  Tensor k_descale;
+  /// fp8 descale of v, float32 (batch, heads_kv); required when q/k/v are e4m3.
+  Tensor v_descale;
 
   /// Multiplier of q·k. Unset: 1/sqrt(dim_qk). Must be finite and > 0.
   std::optional<float> softmax_scale;

@@ -93,11 +93,12 @@ class Status {
  public:
   /// Kind of failure.
   enum class Code : uint8_t {
-    ok,
+    ok,                ///< success
     invalid_argument,  ///< caller error: nothing was written
     not_supported,     ///< valid request this backend cannot serve (yet)
     runtime_error,     ///< failure while running (CUDA error, ...)
   };
+  /// Success (same as Ok()).
   Status() = default;
   /// Success.
   static Status Ok() { return Status(); }
