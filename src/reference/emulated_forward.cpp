@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "reference/gather.h"
 #include "reference/reference.h"
+#include "reference/row_driver.h"
 
 namespace longattn::detail {
 namespace {
@@ -102,39 +102,17 @@ void rows_f32(const Args& a, const Problem& p, const SeqInfo& s, const KvRows<fl
 
 void emulated_rows(const Args& a, const Problem& p, int64_t b, int64_t h, int64_t row_begin,
                    int64_t row_end, float* out, float* lse) {
-  std::vector<int64_t> rows;
-  for (int64_t i = row_begin; i < row_end; ++i) rows.push_back(i);
+  const std::vector<int64_t> rows = row_range(row_begin, row_end);
   emulated_rows_at(a, p, b, h, rows.data(), int64_t(rows.size()), out, lse);
 }
 
 void emulated_rows_at(const Args& a, const Problem& p, int64_t b, int64_t h, const int64_t* rows,
                       int64_t n, float* out, float* lse) {
-  const SeqInfo s = seq_info(a, p, b);
-  KvRows<float> kv;
-  gather_kv(a, p, b, h / p.group, s, &kv);
-  rows_f32(a, p, s, kv, b, h, rows, n, out, lse);
+  rows_at(a, p, b, h, rows, n, out, lse, rows_f32);
 }
 
 Status emulated_forward(const Args& a, const Problem& p) {
-  parallel_for(p.batch * p.heads_kv, a.num_threads, [&](int64_t item) {
-    const int64_t b = item / p.heads_kv, hk = item % p.heads_kv;
-    const SeqInfo s = seq_info(a, p, b);
-    if (s.q_len == 0) return;
-    KvRows<float> kv;
-    gather_kv(a, p, b, hk, s, &kv);
-    std::vector<int64_t> rows(static_cast<size_t>(s.q_len));
-    for (int64_t i = 0; i < s.q_len; ++i) rows[size_t(i)] = i;
-    std::vector<float> o(size_t(s.q_len * p.dim_v)), lse(static_cast<size_t>(s.q_len));
-    for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
-      rows_f32(a, p, s, kv, b, h, rows.data(), s.q_len, o.data(), lse.data());
-      for (int64_t i = 0; i < s.q_len; ++i) {
-        const int64_t oo = out_offset(a, p, b, s, i, h);
-        for (int64_t d = 0; d < p.dim_v; ++d)
-          store_from_float(a.out.data, p.out_dtype, oo + d, o[size_t(i * p.dim_v + d)]);
-        if (p.has_lse) store_from_float(a.lse.data, DType::f32, lse_offset(a, p, b, s, i, h), lse[size_t(i)]);
-      }
-    }
-  });
+  forward_all_rows<float>(a, p, rows_f32);
   return Status::Ok();
 }
 

@@ -4,8 +4,8 @@
 #include <limits>
 #include <vector>
 
-#include "reference/gather.h"
 #include "reference/reference.h"
+#include "reference/row_driver.h"
 
 namespace longattn::detail {
 namespace {
@@ -102,41 +102,17 @@ void rows_f64(const Args& a, const Problem& p, const SeqInfo& s, const KvRows<do
 
 void reference_rows(const Args& a, const Problem& p, int64_t b, int64_t h, int64_t row_begin,
                     int64_t row_end, double* out, double* lse) {
-  std::vector<int64_t> rows;
-  for (int64_t i = row_begin; i < row_end; ++i) rows.push_back(i);
+  const std::vector<int64_t> rows = row_range(row_begin, row_end);
   reference_rows_at(a, p, b, h, rows.data(), int64_t(rows.size()), out, lse);
 }
 
 void reference_rows_at(const Args& a, const Problem& p, int64_t b, int64_t h, const int64_t* rows,
                        int64_t n, double* out, double* lse) {
-  const SeqInfo s = seq_info(a, p, b);
-  KvRows<double> kv;
-  gather_kv(a, p, b, h / p.group, s, &kv);
-  rows_f64(a, p, s, kv, b, h, rows, n, out, lse);
+  rows_at(a, p, b, h, rows, n, out, lse, rows_f64);
 }
 
 Status reference_forward(const Args& a, const Problem& p) {
-  // Work item: one (sequence, kv head); its K/V are gathered once for the whole group.
-  parallel_for(p.batch * p.heads_kv, a.num_threads, [&](int64_t item) {
-    const int64_t b = item / p.heads_kv, hk = item % p.heads_kv;
-    const SeqInfo s = seq_info(a, p, b);
-    if (s.q_len == 0) return;
-    KvRows<double> kv;
-    gather_kv(a, p, b, hk, s, &kv);
-    std::vector<int64_t> rows(static_cast<size_t>(s.q_len));
-    for (int64_t i = 0; i < s.q_len; ++i) rows[size_t(i)] = i;
-    std::vector<double> o(size_t(s.q_len * p.dim_v)), lse(static_cast<size_t>(s.q_len));
-    for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
-      rows_f64(a, p, s, kv, b, h, rows.data(), s.q_len, o.data(), lse.data());
-      for (int64_t i = 0; i < s.q_len; ++i) {
-        const int64_t oo = out_offset(a, p, b, s, i, h);
-        for (int64_t d = 0; d < p.dim_v; ++d)
-          store_from_float(a.out.data, p.out_dtype, oo + d, float(o[size_t(i * p.dim_v + d)]));
-        if (p.has_lse)
-          store_from_float(a.lse.data, DType::f32, lse_offset(a, p, b, s, i, h), float(lse[size_t(i)]));
-      }
-    }
-  });
+  forward_all_rows<double>(a, p, rows_f64);
   return Status::Ok();
 }
 
