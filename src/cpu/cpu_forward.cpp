@@ -161,6 +161,7 @@ Status cpu_forward(const Args& a, const Problem& p) {
       }
     };
     std::vector<std::thread> pool;
+    pool.reserve(size_t(threads));  // no allocation (and no throw) once threads run
     for (int t = 1; t < threads; ++t) {
       try {
         pool.emplace_back(worker, t);
