@@ -22,7 +22,8 @@ struct DevBuf {
   ~DevBuf() { cudaFree(p); }
 };
 
-Tensor host_view(void* data, DType t, std::vector<int64_t> shape, Device dev = {}) {
+// Contiguous view, except that dimension 1 (tokens) may be padded by `pad` elements.
+Tensor host_view(void* data, DType t, std::vector<int64_t> shape, Device dev = {}, int64_t pad = 0) {
   Tensor x;
   x.data = data;
   x.dtype = t;
@@ -33,8 +34,15 @@ Tensor host_view(void* data, DType t, std::vector<int64_t> shape, Device dev = {
     x.shape[i] = shape[i];
     x.stride[i] = st;
     st *= shape[i];
+    if (i == 2 && pad) st += pad;  // stride of dim 1 = heads * dim + pad
   }
   return x;
+}
+
+int64_t span(const Tensor& x) {  // elements covered by the view
+  int64_t n = 1;
+  for (int i = 0; i < x.rank; ++i) n += (x.shape[i] - 1) * x.stride[i];
+  return n;
 }
 
 std::vector<uint8_t> random_bytes(DType t, int64_t n, float lo, float hi, std::mt19937_64& rng) {
@@ -49,18 +57,25 @@ std::vector<uint8_t> random_bytes(DType t, int64_t n, float lo, float hi, std::m
 std::string Shape::name() const {
   std::ostringstream o;
   o << "b" << batch << "_sq" << seq_q << "_sk" << seq_k << "_h" << heads_q << "x" << heads_kv << "_d" << dim
-    << (causal ? (top_left ? "_causalTL" : "_causal") : "") << "_" << dtype_name(in) << "_out" << dtype_name(out);
+    << (causal ? (top_left ? "_causalTL" : "_causal") : "") << "_" << dtype_name(in) << "_out" << dtype_name(out)
+    << (pad ? "_pad" + std::to_string(pad) : "") << (automatic ? "_auto" : "");
   return o.str();
 }
 
 CheckResult run_case(const Shape& s, double atol) {
   CheckResult r;
   std::mt19937_64 rng(s.seed * 7919 + 17);
-  const int64_t nq = s.batch * s.seq_q * s.heads_q * s.dim, nk = s.batch * s.seq_k * s.heads_kv * s.dim;
+  const Device gpu{DeviceKind::cuda, 0};
+  Args a;
+  a.q = host_view(nullptr, s.in, {s.batch, s.seq_q, s.heads_q, s.dim}, gpu, s.pad);
+  a.k = host_view(nullptr, s.in, {s.batch, s.seq_k, s.heads_kv, s.dim}, gpu, s.pad);
+  a.v = host_view(nullptr, s.in, {s.batch, s.seq_k, s.heads_kv, s.dim}, gpu, s.pad);
+  a.out = host_view(nullptr, s.out, {s.batch, s.seq_q, s.heads_q, s.dim}, gpu, s.pad);
+  const int64_t nq = span(a.q), nk = span(a.k);
   auto hq = random_bytes(s.in, nq, -s.q_range, s.q_range, rng);
   auto hk = random_bytes(s.in, nk, -1.f, 1.f, rng);
   auto hv = random_bytes(s.in, nk, -1.f, 1.f, rng);
-  const int64_t no = nq, nl = s.batch * s.heads_q * s.seq_q;
+  const int64_t no = span(a.out), nl = s.batch * s.heads_q * s.seq_q;
   const size_t ob = size_t(no * dtype_size(s.out));
 
   DevBuf dq(hq.size()), dk(hk.size()), dv(hv.size()), dout(ob), dlse(size_t(nl * 4));
@@ -74,17 +89,15 @@ CheckResult run_case(const Shape& s, double atol) {
   cudaMemset(dout.p, 0xFF, ob);  // NaN in bf16, f16 and f32
   cudaMemset(dlse.p, 0xFF, size_t(nl * 4));
 
-  Device gpu{DeviceKind::cuda, 0};
-  Args a;
-  a.q = host_view(dq.p, s.in, {s.batch, s.seq_q, s.heads_q, s.dim}, gpu);
-  a.k = host_view(dk.p, s.in, {s.batch, s.seq_k, s.heads_kv, s.dim}, gpu);
-  a.v = host_view(dv.p, s.in, {s.batch, s.seq_k, s.heads_kv, s.dim}, gpu);
-  a.out = host_view(dout.p, s.out, {s.batch, s.seq_q, s.heads_q, s.dim}, gpu);
+  a.q.data = dq.p;
+  a.k.data = dk.p;
+  a.v.data = dv.p;
+  a.out.data = dout.p;
   if (s.lse) a.lse = host_view(dlse.p, DType::f32, {s.batch, s.heads_q, s.seq_q}, gpu);
   a.mask.causal = s.causal;
   a.mask.align = s.top_left ? CausalAlign::top_left : CausalAlign::bottom_right;
   if (s.scale > 0) a.softmax_scale = s.scale;
-  a.backend = Backend::cuda;
+  a.backend = s.automatic ? Backend::automatic : Backend::cuda;
   r.status = forward(a);
   if (!r.status.ok()) {
     r.failure = "forward: " + r.status.message();
@@ -99,7 +112,13 @@ CheckResult run_case(const Shape& s, double atol) {
   std::vector<float> glse(static_cast<size_t>(nl));
   cudaMemcpy(r.out_bytes.data(), dout.p, ob, cudaMemcpyDeviceToHost);
   cudaMemcpy(glse.data(), dlse.p, size_t(nl * 4), cudaMemcpyDeviceToHost);
-  for (int64_t i = 0; i < no; ++i) r.nan_out += std::isnan(detail::load_as_float(r.out_bytes.data(), s.out, i));
+  // Every element of the view must be written (padding is not part of it).
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t i = 0; i < s.seq_q; ++i)
+      for (int64_t hh = 0; hh < s.heads_q; ++hh)
+        for (int64_t d = 0; d < s.dim; ++d)
+          r.nan_out += std::isnan(detail::load_as_float(
+              r.out_bytes.data(), s.out, b * a.out.stride[0] + i * a.out.stride[1] + hh * a.out.stride[2] + d));
   if (s.lse)
     for (float x : glse) r.nan_lse += std::isnan(x);
 
@@ -139,7 +158,7 @@ CheckResult run_case(const Shape& s, double atol) {
         detail::reference_rows(h, p, b, hh, i, i + 1, ref.data(), &rl);
         detail::emulated_rows(h, p, b, hh, i, i + 1, emu.data(), &el);
         for (int64_t d = 0; d < s.dim; ++d) {
-          int64_t off = ((b * s.seq_q + i) * s.heads_q + hh) * s.dim + d;
+          int64_t off = b * a.out.stride[0] + i * a.out.stride[1] + hh * a.out.stride[2] + d;
           double g = detail::load_as_float(r.out_bytes.data(), s.out, off);
           double err = std::fabs(g - ref[size_t(d)]);
           if (std::isnan(err)) err = INFINITY;

@@ -17,6 +17,8 @@ struct Shape {
   float q_range = 3.f;             // q ~ U(-q_range, q_range), k, v ~ U(-1, 1)
   float scale = 0.f;               // 0: default 1/sqrt(d)
   int64_t rows_per_head = 1 << 30;  // reference rows checked per (b, h): sampled beyond this
+  int64_t pad = 0;                  // extra elements per token row of q/k/v/out (strided layout)
+  bool automatic = false;           // backend automatic instead of cuda (dispatch check)
   uint64_t seed = 1;
   std::string name() const;
 };

@@ -73,6 +73,14 @@ std::vector<Shape> core_cases() {
   Shape nolse = S(1, 129, 257, 2, 2, 128, true);
   nolse.lse = false;
   v.push_back(nolse);
+  // Strided layout: token rows padded by 8 elements (16 bytes: TMA-legal); also through
+  // backend automatic, which must pick CUDA for device tensors.
+  for (int64_t d : {64, 128, 256}) {
+    Shape pad = S(2, 300, 333, 4, 2, d, d == 128);
+    pad.pad = 8;
+    pad.automatic = d == 64;
+    v.push_back(pad);
+  }
   return v;
 }
 
