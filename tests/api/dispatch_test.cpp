@@ -1,6 +1,7 @@
 // Backend dispatch, the small public helpers, and what a build without CUDA reports.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "support/testing.h"
@@ -115,6 +116,34 @@ TEST(Dispatch, ZeroLengthQueriesAreValid) {
   s.seq_q = 0;
   Case c = make_case(s);
   EXPECT_TRUE(forward(c.args).ok());
+}
+
+// Zero-size arrays carry meaningless strides (NumPy reports 0 for every dimension): empty q,
+// out and lse, or empty k and v, are valid whatever their strides, on every host backend.
+TEST(Dispatch, EmptyTensorsWithZeroStridesAreValid) {
+  for (Backend backend : {Backend::reference, Backend::cpu}) {
+    CaseSpec s;
+    s.seq_q = 0;
+    Case c = make_case(s);
+    for (Tensor* t : {&c.args.q, &c.args.out, &c.args.lse})
+      for (int d = 0; d < t->rank; ++d) t->stride[d] = 0;
+    c.args.backend = backend;
+    Status st = forward(c.args);
+    EXPECT_TRUE(st.ok()) << backend_name(backend) << ": " << st.message();
+
+    CaseSpec sk;
+    sk.seq_k = 0;  // no key at all: every row is 0 with LSE -inf
+    Case e = make_case(sk);
+    for (Tensor* t : {&e.args.k, &e.args.v})
+      for (int d = 0; d < t->rank; ++d) t->stride[d] = 0;
+    e.args.backend = backend;
+    poison(e.out);
+    poison(e.lse);
+    st = forward(e.args);
+    ASSERT_TRUE(st.ok()) << backend_name(backend) << ": " << st.message();
+    for (int64_t i = 0; i < e.out.t.numel(); ++i) ASSERT_EQ(get(e.out, i), 0.0);
+    for (int64_t i = 0; i < e.lse.t.numel(); ++i) ASSERT_EQ(get(e.lse, i), -INFINITY);
+  }
 }
 
 }  // namespace
