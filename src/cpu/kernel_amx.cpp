@@ -16,10 +16,11 @@ using Simd = cpu_avx512::Simd;
 
 #define LONGATTN_CPU_NS cpu_amx
 #define LONGATTN_CPU_AMX 1
-// 128-key tiles: the softmax's per-row work (max/sum reductions, rescale test) is spread
-// over twice the columns; measured +15-20% over 64 at head dims 64 and 128.
+// 256-key tiles: the softmax's per-row work (max/sum reductions, rescale test) and the O
+// tile loads/stores of P.V are spread over more keys; measured (GFLOP per CPU-second,
+// head dim 128, 2k): 64 keys ~330, 128 ~400-430, 256 ~420-480, 512 no better than 256.
 #ifndef LONGATTN_CPU_BN
-#define LONGATTN_CPU_BN 128
+#define LONGATTN_CPU_BN 256
 #endif
 #include "cpu/attention_kernel.h"
 
