@@ -194,3 +194,16 @@ def test_flash_attn_interface_alias(rng):
     q, k, v = randn(rng, (1, 11, 2, 32)), randn(rng, (1, 11, 2, 32)), randn(rng, (1, 11, 2, 32))
     np.testing.assert_array_equal(fai.flash_attn_func(q, k, v, causal=True),
                                   longattn.flash_attn_func(q, k, v, causal=True))
+
+
+def test_empty_arrays(rng):
+    # NumPy gives zero-size arrays strides of 0; such calls are valid and return empty results.
+    q = np.zeros((2, 0, 4, 32), np.float32)
+    k, v = randn(rng, (2, 9, 2, 32)), randn(rng, (2, 9, 2, 32))
+    out, lse = longattn.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    assert out.shape == (2, 0, 4, 32) and lse.shape == (2, 4, 0)
+    # No key at all: rows are 0 with LSE -inf (never NaN).
+    q = randn(rng, (2, 5, 4, 32))
+    empty_kv = np.zeros((2, 0, 2, 32), np.float32)
+    out, lse = longattn.flash_attn_func(q, empty_kv, empty_kv, return_attn_probs=True)
+    assert (out == 0).all() and np.isneginf(lse).all()
