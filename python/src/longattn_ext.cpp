@@ -100,14 +100,30 @@ longattn::Backend backend_from(const std::string& s) {
   raise(PyExc_ValueError, "backend: expected auto, reference, cpu or cuda, got '" + s + "'");
 }
 
+// The tensor `name` of the Python layer's {name: (array, dtype override)} dict; absent if
+// the name is missing or None.
+Tensor tensor_arg(const nb::dict& t, const char* name) {
+  return t.contains(name) ? to_tensor(t[name], name) : Tensor{};
+}
+
+// Runs the C++ call without the GIL (long CPU computations must not block other Python
+// threads; the arrays stay referenced by the caller's dict), then raises on error.
+template <typename Call>
+void call_released(Call call) {
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = call();
+  }
+  raise_if_error(s);
+}
+
 // All arguments by keyword from the Python layer (python/longattn/_core.py).
 void forward(nb::dict t, std::optional<float> softmax_scale, float softcap, bool causal,
              bool top_left, int64_t window_left, int64_t window_right, int64_t chunk_size,
              int64_t max_seqlen_q, int64_t max_seqlen_k, const std::string& backend,
              uintptr_t stream, int num_threads, bool check_page_table) {
-  auto get = [&](const char* name) {
-    return t.contains(name) ? to_tensor(t[name], name) : Tensor{};
-  };
+  auto get = [&](const char* name) { return tensor_arg(t, name); };
   longattn::Args a;
   a.q = get("q");
   a.k = get("k");
@@ -135,19 +151,11 @@ void forward(nb::dict t, std::optional<float> softmax_scale, float softcap, bool
   a.stream = reinterpret_cast<void*>(stream);
   a.num_threads = num_threads;
   a.check_page_table = check_page_table;
-  Status s;
-  {
-    // Long CPU computations must not hold the GIL; the arrays stay referenced by `t`.
-    nb::gil_scoped_release release;
-    s = longattn::forward(a);
-  }
-  raise_if_error(s);
+  call_released([&] { return longattn::forward(a); });
 }
 
 void combine(nb::dict t, const std::string& backend, uintptr_t stream) {
-  auto get = [&](const char* name) {
-    return t.contains(name) ? to_tensor(t[name], name) : Tensor{};
-  };
+  auto get = [&](const char* name) { return tensor_arg(t, name); };
   longattn::CombineArgs a;
   a.out_partial = get("out_partial");
   a.lse_partial = get("lse_partial");
@@ -155,12 +163,7 @@ void combine(nb::dict t, const std::string& backend, uintptr_t stream) {
   a.lse = get("lse");
   a.backend = backend_from(backend);
   a.stream = reinterpret_cast<void*>(stream);
-  Status s;
-  {
-    nb::gil_scoped_release release;
-    s = longattn::combine(a);
-  }
-  raise_if_error(s);
+  call_released([&] { return longattn::combine(a); });
 }
 
 }  // namespace

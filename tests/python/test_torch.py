@@ -9,6 +9,7 @@ import pytest
 
 import longattn
 from conftest import assert_oracle
+from reference import visible
 
 torch = pytest.importorskip("torch")
 
@@ -37,15 +38,7 @@ def torch_reference(q, k, v, causal=False, scale=None, window=(-1, -1), sinks=No
     k = k.repeat_interleave(H // Hkv, dim=2)
     v = v.repeat_interleave(H // Hkv, dim=2)
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * (scale or D ** -0.5)
-    p = torch.arange(Sq, device=q.device)[:, None] + (Sk - Sq)
-    j = torch.arange(Sk, device=q.device)[None, :]
-    vis = torch.ones(Sq, Sk, dtype=torch.bool, device=q.device)
-    if causal:
-        vis &= j <= p
-    if window[0] >= 0:
-        vis &= j >= p - window[0]
-    if window[1] >= 0:
-        vis &= j <= p + window[1]
+    vis = torch.from_numpy(visible(Sq, Sk, causal=causal, window=window)).to(q.device)
     s = s.masked_fill(~vis, float("-inf"))
     if sinks is not None:
         sink = sinks.double().view(1, H, 1, 1).expand(B, H, Sq, 1)
