@@ -78,7 +78,7 @@ struct AmxMma {
   // units in registers (64 shuffles) instead of 256 scalar stores (measured: the scalar
   // scatter was ~1/6 of the AMX kernel's time at head dim 128).
   static constexpr bool kHasK16 = true;
-  static void pack_k16(float* kf, int64_t k0, const void* const* rows, int64_t dq) {
+  static void pack_k16(float* kf, int64_t k0, const void* const* rows, DType, int64_t dq, float, float*) {
     const int64_t nch = dq_pad(dq) / 32;
     uint32_t* kb = reinterpret_cast<uint32_t*>(kf) + (k0 / 16) * nch * 256;
     for (int64_t ch = 0; ch < nch; ++ch) {

@@ -234,7 +234,7 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
     bool v_nonfinite = false;
     for (int64_t k = v0; k < v1;) {
       if (Mma::kHasK16 && k % 16 == 0 && k + 16 <= v1) {
-        Mma::pack_k16(KT, k, it.krow + (j0 + k - it.key_lo), dq);
+        Mma::pack_k16(KT, k, it.krow + (j0 + k - it.key_lo), kc.in, dq, it.k_descale, tmp);
         for (int64_t e = k + 16; k < e; ++k)
           v_nonfinite |= Mma::pack_v(Vt, k, it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale);
         continue;

@@ -17,7 +17,9 @@ struct FmaMma {
   static int64_t k_floats(int64_t dq) { return int64_t(kBN) * dq; }
   static int64_t v_floats(int64_t dv) { return int64_t(kBN) * dv_pad(dv); }
   static int64_t p_floats() { return 0; }
-  static int64_t tmp_floats(int64_t dq, int64_t dv) { return (dq > dv ? dq : dv) + 2 * NR; }
+  static int64_t tmp_floats(int64_t dq, int64_t dv) {
+    return 16 * ((dq + Simd::W - 1) / Simd::W * Simd::W) + (dv > dq ? dv : dq) + 2 * NR;
+  }
 
   static void pack_q(float* q, int64_t r, const void* src, DType t, int64_t dq, float scale) {
     Simd::cvt_row(src, t, dq, scale, q + r * dq);
@@ -35,8 +37,27 @@ struct FmaMma {
     float* dst = kt + (k / NR) * dq * NR + (k % NR);
     for (int64_t d = 0; d < dq; ++d) dst[d * NR] = tmp[d];
   }
-  static constexpr bool kHasK16 = false;  // no 16-key block packer
-  static void pack_k16(float*, int64_t, const void* const*, int64_t) {}
+  // 16 keys k0..k0+15 (k0 % 16 == 0): converted into `tmp` (16 rows of dq), then moved into
+  // their panel columns by W x W register transposes instead of 16 * dq scalar stores.
+  static constexpr bool kHasK16 = true;
+  static void pack_k16(float* kt, int64_t k0, const void* const* rows, DType t, int64_t dq, float scale,
+                       float* tmp) {
+    static_assert(16 % Simd::W == 0 && NR % Simd::W == 0, "key groups are whole vectors");
+    const int64_t ld = (dq + W - 1) / W * W;  // tmp row stride, padded to whole blocks
+    for (int i = 0; i < 16; ++i) {
+      float* row = tmp + i * ld;
+      Simd::cvt_row(rows[i], t, dq, scale, row);
+      for (int64_t d = dq; d < ld; ++d) row[d] = 0.0f;
+    }
+    for (int g = 0; g < 16; g += W) {
+      const int64_t k = k0 + g;
+      float* panel = kt + (k / NR) * dq * NR + (k % NR);
+      int64_t d = 0;
+      for (; d + W <= dq; d += W) Simd::transpose(tmp + g * ld + d, ld, panel + d * NR, NR);
+      for (; d < dq; ++d)  // tail rows of the panel (dq not a multiple of W)
+        for (int i = 0; i < W; ++i) panel[d * NR + i] = tmp[(g + i) * ld + d];
+    }
+  }
   // Value row `k`; returns true when it holds Inf/NaN (v * 0 is NaN exactly then).
   static bool pack_v(float* vt, int64_t k, const void* src, DType t, int64_t dv, float scale) {
     const int64_t dvp = dv_pad(dv);

@@ -74,6 +74,27 @@ struct Simd {
     return _mm256_andnot_ps(tiny, r);
   }
 
+  // dst[i][j] = src[j][i] for an 8x8 block (strides in floats).
+  static void transpose(const float* src, int64_t ss, float* dst, int64_t ds) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ss);
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int j = 0; j < 2; ++j) {
+      u[4 * j + 0] = _mm256_shuffle_ps(t[4 * j + 0], t[4 * j + 2], 0x44);
+      u[4 * j + 1] = _mm256_shuffle_ps(t[4 * j + 0], t[4 * j + 2], 0xEE);
+      u[4 * j + 2] = _mm256_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0x44);
+      u[4 * j + 3] = _mm256_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0xEE);
+    }
+    // u[4j + c], 128-bit lane L: element 4L + c of rows 4j..4j+3.
+    for (int c = 0; c < 4; ++c) {
+      _mm256_storeu_ps(dst + c * ds, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
+      _mm256_storeu_ps(dst + (4 + c) * ds, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
+    }
+  }
+
   // n elements of src (dtype t) to f32 times scale; n may be any size.
   static void cvt_row(const void* src, DType t, int64_t n, float scale, float* dst) {
     const V s = _mm256_set1_ps(scale);

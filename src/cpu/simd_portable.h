@@ -103,6 +103,10 @@ struct Simd {
   static void cvt_row(const void* src, DType t, int64_t n, float scale, float* dst) {
     cpu::cvt_row_scalar(src, t, n, scale, dst);
   }
+  static void transpose(const float* src, int64_t ss, float* dst, int64_t ds) {
+    for (int i = 0; i < W; ++i)
+      for (int j = 0; j < W; ++j) dst[i * ds + j] = src[j * ss + i];
+  }
 };
 
 }  // namespace
