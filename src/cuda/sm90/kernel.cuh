@@ -76,7 +76,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
   turn.init();
 
   for (int64_t k = 0;; ++k) {
-    const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k);
+    const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
     if (t < 0) break;
     const TileCoord tc = TileScheduler::decode(p, t);
     const TileMask<Cfg::kBlockM, Cfg::kBlockN> mask(p, tc.m_block);
@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (tid == 0) {
       Producer<Cfg> prod{&tm_q, &tm_k, &tm_v, sm};
       for (int64_t k = 0;; ++k) {
-        const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k);
+        const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
         if (t < 0) break;
         const TileCoord tc = TileScheduler::decode(p, t);
         const TileMask<Cfg::kBlockM, Cfg::kBlockN> mask(p, tc.m_block);

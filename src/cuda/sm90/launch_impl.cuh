@@ -8,6 +8,7 @@
 
 #include "cuda/sm90/kernel.cuh"
 #include "cuda/sm90/launch.h"
+#include "cuda/sm90/schedule_rule.h"
 
 namespace longattn::cuda::sm90 {
 
@@ -29,16 +30,7 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
   const int64_t grid = a.p.num_tiles < a.num_sms ? a.p.num_tiles : a.num_sms;
   FwdParams p = a.p;
   if (!Cfg::kTile.lpt_sections) p.section_bh = p.heads_q * p.batch;  // one section
-  {  // scheduler constants that depend on the grid (scheduler.cuh)
-    const int64_t nbh = p.heads_q * p.batch, sec_tiles = p.section_bh * p.num_m_blocks;
-    const int64_t last_tiles = (nbh % p.section_bh) * p.num_m_blocks;
-    p.sec_tiles = uint32_t(sec_tiles);
-    p.full_secs = uint32_t(nbh / p.section_bh);
-    p.sec_rounds = uint32_t(sec_tiles / grid);
-    p.sec_rem = uint32_t(sec_tiles % grid);
-    p.last_rounds = uint32_t(last_tiles / grid);
-    p.last_rem = uint32_t(last_tiles % grid);
-  }
+  fill_schedule_constants(&p, grid);
   kern<<<dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream>>>(a.tm_q, a.tm_k,
                                                                               a.tm_v, p);
   return cudaGetLastError();

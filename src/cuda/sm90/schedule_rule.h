@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda/sm90/params.h"
+
 namespace longattn::cuda::sm90 {
 
 // (batch, head) pairs per section; `pairs` (one section) means no sectioning.
@@ -21,6 +23,19 @@ inline int64_t causal_section_pairs(int64_t pairs, int64_t m_blocks, int64_t gri
   const int64_t fit = std::max<int64_t>(1, (l2_bytes / 2) / std::max<int64_t>(1, kv_bytes_per_head)) * group;
   const int64_t two_rounds = std::max<int64_t>(1, (2 * grid + m_blocks / 2) / m_blocks);
   return std::clamp<int64_t>(std::min(two_rounds, fit), 1, pairs);
+}
+
+// Grid-dependent constants of TileScheduler::tile_id (tiles per section, full sections, and
+// rounds / remainder of a full and of the last section). `grid` is the launched CTA count.
+inline void fill_schedule_constants(FwdParams* p, int64_t grid) {
+  const int64_t nbh = p->heads_q * p->batch, sec_tiles = p->section_bh * p->num_m_blocks;
+  const int64_t last_tiles = (nbh % p->section_bh) * p->num_m_blocks;
+  p->sec_tiles = uint32_t(sec_tiles);
+  p->full_secs = uint32_t(nbh / p->section_bh);
+  p->sec_rounds = uint32_t(sec_tiles / grid);
+  p->sec_rem = uint32_t(sec_tiles % grid);
+  p->last_rounds = uint32_t(last_tiles / grid);
+  p->last_rem = uint32_t(last_tiles % grid);
 }
 
 }  // namespace longattn::cuda::sm90

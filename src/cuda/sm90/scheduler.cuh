@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "common/mask_rule.h"  // LONGATTN_HD
 #include "cuda/sm90/params.h"
 
 namespace longattn::cuda::sm90 {
@@ -31,10 +32,12 @@ struct TileScheduler {
   // sections' cost sawtooth unbalanced long sequences: causal 8k 603 -> 517 TFLOP/s on
   // H100). Plain round-robin over one LPT list gave some CTAs 1.6x the mean work (causal
   // 16k: 434 TFLOP/s, 0.70x cuDNN, on H200).
-  // NOTES: kept to a handful of 32-bit operations: the producer runs it with 24 registers.
+  // NOTES: kept to a handful of 32-bit operations (the producer has 32 registers). Every
+  // section restarts at CTA 0, so sections smaller than the grid (never produced by
+  // schedule_rule.h, only forced through LONGATTN_SECTIONS) leave the high CTAs idle.
+  // g = gridDim.x, c = blockIdx.x (parameters so host tests can enumerate every CTA).
   template <bool kSections = true>
-  __device__ static int64_t tile_id(const FwdParams& p, int64_t k) {
-    const uint32_t g = gridDim.x, c = blockIdx.x;
+  LONGATTN_HD static int64_t tile_id(const FwdParams& p, int64_t k, uint32_t g, uint32_t c) {
     if (!p.causal || !kSections) {  // without sections: one snake over everything
       const int64_t t = k * g + ((p.causal && (k & 1)) ? g - 1 - c : c);
       return t < p.num_tiles ? t : -1;
@@ -61,7 +64,7 @@ struct TileScheduler {
   // (batch, head). Without sections (rank slowest over all heads) the CTAs running at once
   // all read different heads and K/V came from DRAM: causal 1k on H100 ran at 251 TFLOP/s
   // (0.65x cuDNN).
-  __device__ static TileCoord decode(const FwdParams& p, int64_t t) {
+  LONGATTN_HD static TileCoord decode(const FwdParams& p, int64_t t) {
     const uint32_t nm = uint32_t(p.num_m_blocks), nh = uint32_t(p.heads_q), tt = uint32_t(t);
     TileCoord c;
     if (p.causal) {
