@@ -1,14 +1,15 @@
 // Persistent tile scheduler: which (batch, head, q-block) each CTA computes, in order.
 //
-// Order: q-blocks of one head fastest, then heads (query heads sharing a kv head are
-// adjacent, h = hk * group + g), then batch: consecutive tiles reuse the same K/V from L2.
-// Causal: q-blocks longest first (LPT) so the short tiles fill the tail.
+// Non-causal order: q-blocks of one head fastest, then heads (query heads sharing a kv head
+// are adjacent, h = hk * group + g), then batch: consecutive tiles reuse K/V from L2.
+// Causal order: longest tiles first (LPT), in L2 sections of (batch, head) pairs when there
+// are many pairs (schedule_rule.h), snake-dealt to balance the CTAs.
 // Persistent grid of #SMs CTAs (no gridDim.y/z); producer and consumers of a CTA walk the
 // same deterministic tile sequence, so no tile ids cross between them.
 // NOTES: a dynamic version (atomic counter in the producer, ids handed to the consumers
 // through a shared-memory slot) made ptxas spill the hdim-256 consumer (156 bytes at 232
-// registers), so it waits for issue 6, which adds L2-budgeted head sections here too; the
-// kernel only sees tile_id()/decode().
+// registers); issue 6 (long-context scheduling) may revisit it. The kernel only sees
+// tile_id()/decode().
 #pragma once
 
 #include <cstdint>
