@@ -11,7 +11,7 @@ import longattn.hf  # noqa: E402
 
 
 def small_llama(attn, device, dtype):
-    cfg = transformers.LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=512,
+    cfg = transformers.LlamaConfig(vocab_size=512, hidden_size=512, intermediate_size=512,  # head dim 64
                                    num_hidden_layers=2, num_attention_heads=8,
                                    num_key_value_heads=2, max_position_embeddings=4096)
     torch.manual_seed(0)
