@@ -91,11 +91,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
   if (p.q_ragged || p.kv == KvLayout::ragged) return not_yet("ragged batches (cu_seqlens)");
   if (p.kv == KvLayout::paged) return not_yet("paged K/V (page_table)");
   if (p.has_seqused_k) return not_yet("seqused_k");
-  if (p.has_sinks) return not_yet("attention sinks");
-  if (p.softcap != 0.f) return not_yet("softcap");
   if (p.fp8) return not_yet("fp8 (e4m3) inputs");
-  if (p.mask.window_left >= 0 || p.mask.window_right >= 0) return not_yet("sliding windows (mask.window_left/right)");
-  if (p.mask.chunk > 0) return not_yet("chunked attention (mask.chunk_size)");
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
   if (p.dim_qk != p.dim_v) return not_yet("dim_qk != dim_v");
   if (p.dim_qk != 64 && p.dim_qk != 128 && p.dim_qk != 256) return not_yet("head dim " + std::to_string(p.dim_qk) + " (64, 128, 256 are)");
@@ -103,9 +99,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
     return not_yet(std::string("out dtype ") + dtype_name(p.out_dtype));
   if (p.device.kind != DeviceKind::cuda) return Status::Invalid("q: must be a CUDA tensor for the CUDA backend");
 
-  const char* names[] = {"q", "k", "v", "out", "lse"};
-  const Tensor* ts[] = {&a.q, &a.k, &a.v, &a.out, &a.lse};
-  for (int i = 0; i < 5; ++i)
+  const char* names[] = {"q", "k", "v", "out", "lse", "sinks"};
+  const Tensor* ts[] = {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.sinks};
+  for (int i = 0; i < 6; ++i)
     if (Status s = check_device(names[i], *ts[i], p); !s.ok()) return s;
   for (int i = 0; i < 3; ++i)
     if (Status s = check_tma_operand(names[i], *ts[i]); !s.ok()) return s;
@@ -123,7 +119,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
 
   if (p.batch == 0 || p.max_seq_q == 0 || p.heads_q == 0) return Status::Ok();
   if (p.max_seq_k == 0) {
-    cudaError_t e = cuda::launch_fill_empty(a.out, a.lse, stream);
+    cudaError_t e = cuda::launch_fill_empty(a.out, a.lse, a.sinks, stream);
     return e == cudaSuccess ? Status::Ok() : cuda_error("fill", e);
   }
   // TMA coordinates are int32.
@@ -132,11 +128,20 @@ Status cuda_forward(const Args& a, const Problem& p) {
     return not_yet("sequence lengths beyond 2^31");
 
   const bool causal = p.mask.causal;
+  const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
+  // Sinks, softcap, windows and chunks run the feature kernel (tile_size.h feature_tile);
+  // the dense kernels stay as they were.
+  const bool features = p.has_sinks || p.softcap > 0.f || windowed;
+  // The feature kernel's mask arithmetic is 32-bit (mask.cuh).
+  if (features && 2 * (p.max_seq_q + p.max_seq_k) > INT32_MAX - 4096)
+    return not_yet("sinks/softcap/windows/chunks with seq_q + seq_k beyond 2^30");
   const char* tv = std::getenv("LONGATTN_TILE");
-  const int tile_variant = (tv && tv[0] >= '1' && tv[0] <= '5' && !tv[1])
+  const int tile_variant = features ? 0
+                           : (tv && tv[0] >= '1' && tv[0] <= '5' && !tv[1])
                                ? tv[0] - '0'
                                : cuda::sm90::default_variant(int(p.dim_qk), causal, p.max_seq_k);
-  const cuda::sm90::TileConfig tc = cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
+  const cuda::sm90::TileConfig tc = features ? cuda::sm90::feature_tile(int(p.dim_qk))
+                                             : cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
   const CUtensorMapDataType dt =
       p.in_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 
@@ -160,7 +165,25 @@ Status cuda_forward(const Args& a, const Problem& p) {
   fp.scale_log2 = float(double(p.scale) * 1.4426950408889634);
   fp.rescale_threshold = rescale_threshold();
   fp.causal = causal;
-  fp.causal_offset = causal ? p.mask.offset(p.max_seq_q, p.max_seq_k) : 0;
+  fp.causal_offset = (causal || windowed) ? p.mask.offset(p.max_seq_q, p.max_seq_k) : 0;
+  if (features) {
+    if (p.softcap > 0.f) {
+      fp.softcap_in = float(double(p.scale) / double(p.softcap));
+      fp.softcap_out = float(double(p.softcap) / double(p.scale));
+    }
+    if (p.has_sinks) {
+      fp.sinks = static_cast<const float*>(a.sinks.data);
+      fp.sinks_stride = a.sinks.stride[0];
+      fp.sink_to_raw = float(1.0 / double(p.scale));
+    }
+    // Any window or chunk wider than every position range sees the same keys as one of
+    // seq_q + seq_k (positions lie in [-seq_q, max(seq_q, seq_k))), which keeps the kernel's
+    // chunk arithmetic in 32 bits and its window sums far from overflow.
+    const int64_t span = p.max_seq_q + p.max_seq_k;
+    fp.window_left = p.mask.window_left < 0 ? -1 : std::min(p.mask.window_left, span);
+    fp.window_right = p.mask.window_right < 0 ? -1 : std::min(p.mask.window_right, span);
+    fp.chunk = p.mask.chunk > 0 ? int32_t(std::min(p.mask.chunk, span)) : 0;
+  }
   fp.out = a.out.data;
   fp.out_type = p.out_dtype == DType::bf16  ? cuda::sm90::OutType::bf16
                 : p.out_dtype == DType::f16 ? cuda::sm90::OutType::f16
@@ -177,6 +200,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
   la.num_sms = guard.num_sms();
   la.stream = stream;
   la.tile_variant = tile_variant;
+  la.features = features;
 
   fp.pingpong = !env_is("LONGATTN_PINGPONG", "0");
   // Causal L2 sections (schedule_rule.h). LONGATTN_SECTIONS=0 disables them (one

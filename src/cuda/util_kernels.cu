@@ -39,7 +39,7 @@ View4 view(const Tensor& x) {
 }
 
 // One thread per output element; grid-stride with 64-bit indices.
-__global__ void fill_empty_kernel(View4 out, View4 lse) {
+__global__ void fill_empty_kernel(View4 out, View4 lse, const float* sinks, int64_t sinks_stride) {
   const int64_t n = out.shape[0] * out.shape[1] * out.shape[2] * out.shape[3];
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -58,7 +58,9 @@ __global__ void fill_empty_kernel(View4 out, View4 lse) {
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t c = i % lse.shape[3], r = i / lse.shape[3];
     int64_t bidx = r % lse.shape[2], a = r / lse.shape[2];
-    static_cast<float*>(lse.data)[a * lse.stride[1] + bidx * lse.stride[2] + c * lse.stride[3]] = -INFINITY;
+    // No key: the denominator holds only the sink, if any (LSE = the sink).
+    static_cast<float*>(lse.data)[a * lse.stride[1] + bidx * lse.stride[2] + c * lse.stride[3]] =
+        sinks ? sinks[bidx * sinks_stride] : -INFINITY;
   }
 }
 
@@ -100,9 +102,11 @@ int blocks_for(int64_t n) {
 
 }  // namespace
 
-cudaError_t launch_fill_empty(const Tensor& out, const Tensor& lse, cudaStream_t stream) {
+cudaError_t launch_fill_empty(const Tensor& out, const Tensor& lse, const Tensor& sinks,
+                              cudaStream_t stream) {
   View4 o = view(out), l = lse.present() ? view(lse) : View4{nullptr, DType::f32, {1, 1, 1, 1}, {}};
-  fill_empty_kernel<<<blocks_for(out.numel()), 256, 0, stream>>>(o, l);
+  fill_empty_kernel<<<blocks_for(out.numel()), 256, 0, stream>>>(
+      o, l, static_cast<const float*>(sinks.data), sinks.present() ? sinks.stride[0] : 0);
   return cudaGetLastError();
 }
 

@@ -59,6 +59,11 @@ std::string Shape::name() const {
   o << "b" << batch << "_sq" << seq_q << "_sk" << seq_k << "_h" << heads_q << "x" << heads_kv << "_d" << dim
     << (causal ? (top_left ? "_causalTL" : "_causal") : "") << "_" << dtype_name(in) << "_out" << dtype_name(out)
     << (pad ? "_pad" + std::to_string(pad) : "") << (automatic ? "_auto" : "");
+  if (top_left && !causal) o << "_TL";
+  if (softcap > 0) o << "_cap" << int(softcap);
+  if (sinks) o << "_sinks";
+  if (window_left >= 0 || window_right >= 0) o << "_win" << window_left << "x" << window_right;
+  if (chunk > 0) o << "_chunk" << chunk;
   return o.str();
 }
 
@@ -78,14 +83,20 @@ CheckResult run_case(const Shape& s, double atol) {
   const int64_t no = span(a.out), nl = s.batch * s.heads_q * s.seq_q;
   const size_t ob = size_t(no * dtype_size(s.out));
 
-  DevBuf dq(hq.size()), dk(hk.size()), dv(hv.size()), dout(ob), dlse(size_t(nl * 4));
-  if (!dq.p || !dk.p || !dv.p || !dout.p || !dlse.p) {
+  std::vector<float> hsink(size_t(s.heads_q));
+  {
+    std::uniform_real_distribution<float> U(s.sink_lo, s.sink_hi);
+    for (float& x : hsink) x = U(rng);
+  }
+  DevBuf dq(hq.size()), dk(hk.size()), dv(hv.size()), dout(ob), dlse(size_t(nl * 4)), dsink(hsink.size() * 4);
+  if (!dq.p || !dk.p || !dv.p || !dout.p || !dlse.p || !dsink.p) {
     r.failure = "cudaMalloc failed";
     return r;
   }
   cudaMemcpy(dq.p, hq.data(), hq.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(dk.p, hk.data(), hk.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(dv.p, hv.data(), hv.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dsink.p, hsink.data(), hsink.size() * 4, cudaMemcpyHostToDevice);
   cudaMemset(dout.p, 0xFF, ob);  // NaN in bf16, f16 and f32
   cudaMemset(dlse.p, 0xFF, size_t(nl * 4));
 
@@ -97,6 +108,11 @@ CheckResult run_case(const Shape& s, double atol) {
   a.mask.causal = s.causal;
   a.mask.align = s.top_left ? CausalAlign::top_left : CausalAlign::bottom_right;
   if (s.scale > 0) a.softmax_scale = s.scale;
+  a.mask.window_left = s.window_left;
+  a.mask.window_right = s.window_right;
+  a.mask.chunk_size = s.chunk;
+  a.softcap = s.softcap;
+  if (s.sinks) a.sinks = host_view(dsink.p, DType::f32, {s.heads_q}, gpu);
   a.backend = s.automatic ? Backend::automatic : Backend::cuda;
   r.status = forward(a);
   if (!r.status.ok()) {
@@ -131,7 +147,8 @@ CheckResult run_case(const Shape& s, double atol) {
   std::vector<float> hlse(static_cast<size_t>(nl));
   h.out.data = hout.data();
   h.lse.data = s.lse ? hlse.data() : nullptr;
-  for (Tensor* t : {&h.q, &h.k, &h.v, &h.out, &h.lse}) t->device = Device{};
+  if (s.sinks) h.sinks.data = hsink.data();
+  for (Tensor* t : {&h.q, &h.k, &h.v, &h.out, &h.lse, &h.sinks}) t->device = Device{};
   h.backend = Backend::reference;
   detail::Problem p;
   Status st = detail::build_problem(h, &p);

@@ -19,6 +19,12 @@ struct Shape {
   int64_t rows_per_head = 1 << 30;  // reference rows checked per (b, h): sampled beyond this
   int64_t pad = 0;                  // extra elements per token row of q/k/v/out (strided layout)
   bool automatic = false;           // backend automatic instead of cuda (dispatch check)
+  // Issue-5 features: softcap (0: off), per-head sinks ~ U(sink_lo, sink_hi), windows
+  // (-1: off), chunk (0: off); windows and chunks follow `top_left` like causal.
+  float softcap = 0.f;
+  bool sinks = false;
+  float sink_lo = -1.f, sink_hi = 4.f;
+  int64_t window_left = -1, window_right = -1, chunk = 0;
   uint64_t seed = 1;
   std::string name() const;
 };

@@ -25,10 +25,13 @@
 
 namespace longattn::cuda::sm90 {
 
-template <class T, int kHeadDim_, bool kCausalTile, int kVariant = 0>
+// kFeat_: the feature kernel (sinks, softcap, windows, chunks as run-time predicates); the
+// dense kernels are instantiated with kFeat_ false and compile none of it.
+template <class T, int kHeadDim_, bool kCausalTile, int kVariant = 0, bool kFeat_ = false>
 struct KernelConfig {
   using Element = T;
-  static constexpr TileConfig kTile = tile_config(kHeadDim_, kCausalTile, kVariant);
+  static constexpr bool kFeat = kFeat_;
+  static constexpr TileConfig kTile = kFeat_ ? feature_tile(kHeadDim_) : tile_config(kHeadDim_, kCausalTile, kVariant);
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
@@ -79,16 +82,39 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
     if (t < 0) break;
     const TileCoord tc = TileScheduler::decode(p, t);
-    const TileMask<Cfg::kBlockM, Cfg::kBlockN> mask(p, tc.m_block);
+    const TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat> mask(p, tc.m_block);
     int64_t lo, hi;
     mask.block_range(p.seq_q, &lo, &hi);
-    const int64_t j_mask = mask.first_masked_block();
+    // Element masks: dense kernels on blocks j >= j_mask (key tail, causal diagonal); the
+    // feature kernel on every block outside [ja, ja + width) (unsigned compare, 32-bit:
+    // fewer live registers in the hdim-256 consumer).
+    const int64_t j_mask = Cfg::kFeat ? 0 : mask.first_masked_block();
+    int32_t ja = 0;
+    uint32_t width = 0;
+    if constexpr (Cfg::kFeat) {
+      int64_t a, b;
+      mask.unmasked_blocks(p.seq_q, &a, &b);
+      ja = int32_t(a);
+      width = b > a ? uint32_t(b - a) : 0u;
+    }
+    // Feature kernel: softcap on the raw logits, then the mask.
+    auto mask_s = [&](float(&s)[kNS], int64_t j) {
+      if constexpr (Cfg::kFeat) {
+        if (p.softcap_in != 0.f) softcap(s, p.softcap_in, p.softcap_out);
+        if (uint32_t(int32_t(j) - ja) >= width) mask.apply(s, j, row0, lane);
+      } else {
+        if (j >= j_mask) mask.apply(s, j, row0, lane);
+      }
+    };
 
     float o[kNO];
 #pragma unroll
     for (int i = 0; i < kNO; ++i) o[i] = 0.f;
     OnlineSoftmax smx;
     smx.init();
+    if constexpr (Cfg::kFeat) {
+      if (p.sinks) smx.init_sink(p.sinks[tc.h * p.sinks_stride] * p.sink_to_raw, lane);
+    }
     float factor[2];
 
     const uint8_t* q_wg = sm.q(qs.stage) + wg * 64 * 128;  // 64-row slice of every Q chunk
@@ -108,7 +134,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       release(sm.k_empty(ks.stage));
       ks.advance();
       if (j == lo) release(q_empty);
-      if (j >= j_mask) mask.apply(s, j, row0, lane);
+      mask_s(s, j);
       smx.update(s, p.scale_log2, p.rescale_threshold, factor);
       ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
       bool rescale = false;  // O rescale owed by the last softmax, applied before the next P.V
@@ -128,7 +154,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         release(sm.k_empty(ks.stage));
         ks.advance();
         if (j == lo) release(q_empty);
-        if (j >= j_mask) mask.apply(s, j, row0, lane);
+        mask_s(s, j);
         const bool moved = smx.update(s, p.scale_log2, p.rescale_threshold, factor);
         rescale = moved || p.rescale_threshold <= 0.f;
         ptx::wgmma_wait<0>();
@@ -194,7 +220,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
         if (t < 0) break;
         const TileCoord tc = TileScheduler::decode(p, t);
-        const TileMask<Cfg::kBlockM, Cfg::kBlockN> mask(p, tc.m_block);
+        const TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat> mask(p, tc.m_block);
         int64_t lo, hi;
         mask.block_range(p.seq_q, &lo, &hi);
         prod.tile(tc.b, tc.h, tc.h / int32_t(p.group), tc.m_block, int32_t(lo), int32_t(hi));

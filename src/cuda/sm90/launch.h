@@ -18,6 +18,7 @@ struct LaunchArgs {
   int num_sms = 132;
   cudaStream_t stream = nullptr;
   int tile_variant = 0;  // tile_config variant (measurements only; 0 = the table's choice)
+  bool features = false;  // sinks / softcap / window / chunk: the feature kernel (kernel.cuh kFeat)
 };
 
 // Launches the kernel for (dtype, head dim); tile sizes come from

@@ -1,8 +1,10 @@
 // Masking for the sm90 kernel: which key blocks a q-tile visits, which of those need an
 // element mask, and the element mask itself (key tails and the causal diagonal).
 // Causal alignment is resolved on the host into `causal_offset` (bottom-right: seq_k -
-// seq_q; top-left: 0), the key position of query 0. Windows / chunks (issue 5) add a
-// lower bound n_lo here and one more predicate in apply().
+// seq_q; top-left: 0), the key position of query 0 (windows and chunks use the same one).
+// kWindow (the feature kernel only) adds sliding windows and chunks: the visited blocks get
+// a lower bound, and a block needs the element mask when it lies outside the keys every row
+// of the tile sees. The dense kernels (kWindow false) compile exactly the code they had.
 #pragma once
 
 #include <cstdint>
@@ -11,17 +13,68 @@
 
 namespace longattn::cuda::sm90 {
 
-template <int kBlockM, int kBlockN>
+template <int kBlockM, int kBlockN, bool kWindow = false>
 struct TileMask {
   int64_t seq_k, offset;
   int64_t m0;  // first query row of the tile
   bool causal;
+  // kWindow only. 32-bit: the host sends the feature kernel only problems with
+  // 2 (seq_q + seq_k) < 2^31 and clamps windows and chunks to seq_q + seq_k, so positions,
+  // bounds and their sums fit (the producer runs on 24-32 registers).
+  int32_t wl = -1, wr = -1, chunk = 0;
 
   __device__ TileMask(const FwdParams& p, int64_t m_block)
-      : seq_k(p.seq_k), offset(p.causal_offset), m0(m_block * kBlockM), causal(p.causal) {}
+      : seq_k(p.seq_k), offset(p.causal_offset), m0(m_block * kBlockM), causal(p.causal) {
+    if constexpr (kWindow) {
+      wl = int32_t(p.window_left);
+      wr = int32_t(p.window_right);
+      chunk = p.chunk;
+    }
+  }
+
+  // kWindow: keys [lo, hi) visible to key position `pos` (mask_rule.h visible_range, without
+  // the final clamp: hi < lo means none). Both bounds are non-decreasing in pos, so a tile's
+  // first and last rows bound every row between them.
+  __device__ void row_limits(int32_t pos, int32_t* lo, int32_t* hi) const {
+    int32_t l = 0, h = int32_t(seq_k);
+    if (causal && pos + 1 < h) h = pos + 1;
+    if (wl >= 0 && pos - wl > l) l = pos - wl;
+    if (wr >= 0 && pos + wr + 1 < h) h = pos + wr + 1;
+    if (chunk > 0) {
+      int32_t c = pos / chunk;
+      if (pos % chunk != 0 && pos < 0) --c;
+      const int32_t c0 = c * chunk;
+      if (c0 > l) l = c0;
+      if (c0 + chunk < h) h = c0 + chunk;
+    }
+    *lo = l;
+    *hi = h;
+  }
+
+  // First and last key positions of the tile's rows that exist (kWindow).
+  __device__ int32_t first_pos() const { return int32_t(m0 + offset); }
+  __device__ int32_t last_pos(int64_t seq_q) const {
+    return int32_t((m0 + kBlockM < seq_q ? m0 + kBlockM : seq_q) - 1 + offset);
+  }
 
   // Key blocks [lo, hi) with any visible key for rows [m0, min(m0 + kBlockM, seq_q)).
   __device__ void block_range(int64_t seq_q, int64_t* lo, int64_t* hi) const {
+    if constexpr (kWindow) {
+      int32_t lf, hf, ll, hl;
+      row_limits(first_pos(), &lf, &hf);
+      row_limits(last_pos(seq_q), &ll, &hl);
+      if (hl <= lf) {
+        *lo = *hi = 0;
+      } else {
+        *lo = lf / kBlockN;
+        *hi = (hl + kBlockN - 1) / kBlockN;
+      }
+    } else {
+      block_range_dense(seq_q, lo, hi);
+    }
+  }
+
+  __device__ void block_range_dense(int64_t seq_q, int64_t* lo, int64_t* hi) const {
     int64_t key_end = seq_k;
     if (causal) {
       int64_t last_row = (m0 + kBlockM < seq_q ? m0 + kBlockM : seq_q) - 1;
@@ -51,11 +104,48 @@ struct TileMask {
     return j;
   }
 
+  // kWindow: blocks [*ja, *jb) hold only keys every row of the tile sees (between the last
+  // row's lower bound and the first row's upper bound); every other visited block needs the
+  // element mask (ja >= jb: all of them).
+  __device__ void unmasked_blocks(int64_t seq_q, int64_t* ja, int64_t* jb) const {
+    int32_t lf, hf, ll, hl;
+    row_limits(first_pos(), &lf, &hf);
+    row_limits(last_pos(seq_q), &ll, &hl);
+    *ja = (ll + kBlockN - 1) / kBlockN;  // ll >= 0
+    *jb = hf <= 0 ? 0 : hf / kBlockN;
+  }
+
   // Set invisible elements of the S accumulator fragment (64 x kBlockN per warpgroup) to
   // -inf. `row0` is this thread's first row within the tile (the second is row0 + 8).
   template <int NS>
   __device__ void apply(float (&s)[NS], int64_t n_block, int row0, int lane) const {
     int64_t n0 = n_block * kBlockN;
+    if constexpr (kWindow) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        int32_t l, h;
+        row_limits(first_pos() + row0 + 8 * half, &l, &h);
+        const int32_t rl = l - int32_t(n0), rh = h - int32_t(n0);  // visible columns [rl, rh)
+        // Visible columns [lo_c, lo_c + width): one unsigned compare per element.
+        const int lo_c = rl < 0 ? 0 : (rl > kBlockN ? kBlockN : rl);
+        const int hi_c = rh < 0 ? 0 : (rh > kBlockN ? kBlockN : rh);
+        const uint32_t width = hi_c > lo_c ? uint32_t(hi_c - lo_c) : 0u;
+        const int base = 2 * (lane % 4) - lo_c;
+#pragma unroll
+        for (int c = 0; c < NS / 4; ++c) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            if (uint32_t(8 * c + e + base) >= width) s[4 * c + 2 * half + e] = -INFINITY;
+          }
+        }
+      }
+    } else {
+      apply_dense(s, n0, row0, lane);
+    }
+  }
+
+  template <int NS>
+  __device__ void apply_dense(float (&s)[NS], int64_t n0, int row0, int lane) const {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       int64_t row = m0 + row0 + 8 * half;

@@ -29,6 +29,20 @@ struct FwdParams {
   int64_t out_stride_b = 0, out_stride_s = 0, out_stride_h = 0;  // elements
   float* lse = nullptr;  // optional
   int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 0;
+
+  // Issue-5 features, read only by the feature kernel (KernelConfig kFeat; appended last so
+  // the dense kernels' parameter offsets do not move).
+  // Softcap in raw Q.K units: s <- softcap_out * tanh(s * softcap_in), with softcap_in =
+  // scale / cap and softcap_out = cap / scale, so s * scale_log2 = cap * tanh(scale * s / cap)
+  // * log2(e). softcap_in == 0: off.
+  float softcap_in = 0, softcap_out = 0;
+  const float* sinks = nullptr;  // per query head, natural-log logits; null: none
+  int64_t sinks_stride = 0;
+  float sink_to_raw = 0;         // 1 / scale: a sink logit in raw Q.K units
+  // Windows and chunks (mask_rule.h), in key positions; -1 / 0: off. chunk is clamped on
+  // the host to <= seq_q + seq_k (same visibility) so positions divide in 32 bits.
+  int64_t window_left = -1, window_right = -1;
+  int32_t chunk = 0;
 };
 
 }  // namespace longattn::cuda::sm90

@@ -25,6 +25,15 @@ struct OnlineSoftmax {
     l[0] = l[1] = 0.f;
   }
 
+  // Attention sink (feature kernel): the sink joins the running max and the denominator
+  // (one quad lane holds it: l is quad-reduced in finalize). `sink_raw` is in raw Q.K units;
+  // -inf means no sink. A row that then sees no key keeps m = sink, l = 1, O = 0: output 0
+  // and LSE = the sink, the reference's contract.
+  __device__ void init_sink(float sink_raw, int lane) {
+    m[0] = m[1] = sink_raw;
+    l[0] = l[1] = (lane % 4 == 0 && sink_raw > -INFINITY) ? 1.f : 0.f;
+  }
+
   // Turns S into P in place; returns the per-row O rescale factors; `rescale` tells whether
   // any factor in the warp differs from 1.
   template <int NS>
@@ -74,6 +83,18 @@ struct OnlineSoftmax {
     }
   }
 };
+
+// Softcap in raw units (params.h): s <- out * tanh(s * in). tanh.approx.f32 (max relative
+// error 2^-11, as FlashAttention-3): one MUFU op per element besides the exp2.
+template <int NS>
+__device__ __forceinline__ void softcap(float (&s)[NS], float in, float out) {
+#pragma unroll
+  for (int i = 0; i < NS; ++i) {
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(s[i] * in));
+    s[i] = out * t;
+  }
+}
 
 template <int NO>
 __device__ __forceinline__ void rescale_rows(float (&o)[NO], const float (&f)[2]) {

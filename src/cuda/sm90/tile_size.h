@@ -51,6 +51,15 @@ constexpr TileConfig tile_config(int head_dim, bool causal, int variant = 0) {
   return {128, 80, 2, 2, 24, 240, 1, false};
 }
 
+// The feature kernel's tile (sinks, softcap, windows, chunks; kernel.cuh kFeat): the causal
+// tile (finer key blocks for window edges than the wide non-causal hdim-128 tile). Its
+// consumer holds a little more than the dense one; NOTES: the window element mask spilled on
+// hdim 64 (28 bytes) and 256 (4 bytes) until it became one unsigned compare per element
+// (mask.cuh) and its arithmetic 32-bit.
+constexpr TileConfig feature_tile(int head_dim) {
+  return tile_config(head_dim, true, 0);
+}
+
 // The variant the table picks for a problem: short non-causal hdim-128 problems run the
 // 128 x 128 tile (measured on H200, interleaved: seq 1k 546 vs 525 TFLOP/s for 128 x 176,
 // 2k 587 vs 577; from 4k on 128 x 176 is as fast or faster: 8k 646 vs 625).
