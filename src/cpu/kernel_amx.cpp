@@ -25,5 +25,7 @@ using Simd = cpu_avx512::Simd;
 #include "cpu/attention_kernel.h"
 
 namespace longattn::detail::cpu {
-const CpuKernel kKernelAmx = {"amx", cpu_amx::MR, 512, &cpu_amx::scratch_floats, &cpu_amx::process};
+// 1024-row work items: each K/V tile is packed once for twice the rows of the FMA kernels
+// (measured +4-17% over 512 rows, GFLOP per CPU-second, head dims 64/128, 1k-8k keys).
+const CpuKernel kKernelAmx = {"amx", cpu_amx::MR, 1024, &cpu_amx::scratch_floats, &cpu_amx::process};
 }  // namespace longattn::detail::cpu
