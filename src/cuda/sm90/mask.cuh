@@ -7,9 +7,18 @@
 // of the tile sees. The dense kernels (kWindow false) compile exactly the code they had.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "cuda/sm90/params.h"
+
+// Host and device (the host tests check the bounds and the element mask against
+// mask_rule.h); on the device exactly the plain __device__ functions they were.
+#if defined(__CUDACC__)
+#define LONGATTN_MASK_FN __host__ __device__
+#else
+#define LONGATTN_MASK_FN inline
+#endif
 
 namespace longattn::cuda::sm90 {
 
@@ -23,7 +32,7 @@ struct TileMask {
   // bounds and their sums fit (the producer runs on 24-32 registers).
   int32_t wl = -1, wr = -1, chunk = 0;
 
-  __device__ TileMask(const FwdParams& p, int64_t m_block)
+  LONGATTN_MASK_FN TileMask(const FwdParams& p, int64_t m_block)
       : seq_k(p.seq_k), offset(p.causal_offset), m0(m_block * kBlockM), causal(p.causal) {
     if constexpr (kWindow) {
       wl = int32_t(p.window_left);
@@ -35,7 +44,7 @@ struct TileMask {
   // kWindow: keys [lo, hi) visible to key position `pos` (mask_rule.h visible_range, without
   // the final clamp: hi < lo means none). Both bounds are non-decreasing in pos, so a tile's
   // first and last rows bound every row between them.
-  __device__ void row_limits(int32_t pos, int32_t* lo, int32_t* hi) const {
+  LONGATTN_MASK_FN void row_limits(int32_t pos, int32_t* lo, int32_t* hi) const {
     int32_t l = 0, h = int32_t(seq_k);
     if (causal && pos + 1 < h) h = pos + 1;
     if (wl >= 0 && pos - wl > l) l = pos - wl;
@@ -52,13 +61,13 @@ struct TileMask {
   }
 
   // First and last key positions of the tile's rows that exist (kWindow).
-  __device__ int32_t first_pos() const { return int32_t(m0 + offset); }
-  __device__ int32_t last_pos(int64_t seq_q) const {
+  LONGATTN_MASK_FN int32_t first_pos() const { return int32_t(m0 + offset); }
+  LONGATTN_MASK_FN int32_t last_pos(int64_t seq_q) const {
     return int32_t((m0 + kBlockM < seq_q ? m0 + kBlockM : seq_q) - 1 + offset);
   }
 
   // Key blocks [lo, hi) with any visible key for rows [m0, min(m0 + kBlockM, seq_q)).
-  __device__ void block_range(int64_t seq_q, int64_t* lo, int64_t* hi) const {
+  LONGATTN_MASK_FN void block_range(int64_t seq_q, int64_t* lo, int64_t* hi) const {
     if constexpr (kWindow) {
       int32_t lf, hf, ll, hl;
       row_limits(first_pos(), &lf, &hf);
@@ -74,7 +83,7 @@ struct TileMask {
     }
   }
 
-  __device__ void block_range_dense(int64_t seq_q, int64_t* lo, int64_t* hi) const {
+  LONGATTN_MASK_FN void block_range_dense(int64_t seq_q, int64_t* lo, int64_t* hi) const {
     int64_t key_end = seq_k;
     if (causal) {
       int64_t last_row = (m0 + kBlockM < seq_q ? m0 + kBlockM : seq_q) - 1;
@@ -86,7 +95,7 @@ struct TileMask {
   }
 
   // Does key block n need the element mask (some element of it invisible to some row)?
-  __device__ bool needs_mask(int64_t n_block) const {
+  LONGATTN_MASK_FN bool needs_mask(int64_t n_block) const {
     int64_t n0 = n_block * kBlockN;
     if (n0 + kBlockN > seq_k) return true;
     return causal && n0 + kBlockN - 1 > m0 + offset;
@@ -94,7 +103,7 @@ struct TileMask {
 
   // needs_mask(j) is monotone in j: it holds exactly for j >= this block (computed once per
   // tile so the loop tests one integer).
-  __device__ int64_t first_masked_block() const {
+  LONGATTN_MASK_FN int64_t first_masked_block() const {
     int64_t j = seq_k / kBlockN;  // the block holding the key tail (or one past the end)
     if (causal) {
       const int64_t x = m0 + offset - kBlockN + 1;  // blocks ending past the first row's diagonal
@@ -107,7 +116,7 @@ struct TileMask {
   // kWindow: blocks [*ja, *jb) hold only keys every row of the tile sees (between the last
   // row's lower bound and the first row's upper bound); every other visited block needs the
   // element mask (ja >= jb: all of them).
-  __device__ void unmasked_blocks(int64_t seq_q, int64_t* ja, int64_t* jb) const {
+  LONGATTN_MASK_FN void unmasked_blocks(int64_t seq_q, int64_t* ja, int64_t* jb) const {
     int32_t lf, hf, ll, hl;
     row_limits(first_pos(), &lf, &hf);
     row_limits(last_pos(seq_q), &ll, &hl);
@@ -118,7 +127,7 @@ struct TileMask {
   // Set invisible elements of the S accumulator fragment (64 x kBlockN per warpgroup) to
   // -inf. `row0` is this thread's first row within the tile (the second is row0 + 8).
   template <int NS>
-  __device__ void apply(float (&s)[NS], int64_t n_block, int row0, int lane) const {
+  LONGATTN_MASK_FN void apply(float (&s)[NS], int64_t n_block, int row0, int lane) const {
     int64_t n0 = n_block * kBlockN;
     if constexpr (kWindow) {
 #pragma unroll
@@ -145,7 +154,7 @@ struct TileMask {
   }
 
   template <int NS>
-  __device__ void apply_dense(float (&s)[NS], int64_t n0, int row0, int lane) const {
+  LONGATTN_MASK_FN void apply_dense(float (&s)[NS], int64_t n0, int row0, int lane) const {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       int64_t row = m0 + row0 + 8 * half;
