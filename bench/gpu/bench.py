@@ -35,6 +35,26 @@ def visible_pairs(sq, sk, causal):
     return tot
 
 
+def visible_pairs_mask(sq, sk, causal, wl=-1, wr=-1, chunk=0):
+    """Visible (query, key) pairs under mask_rule.h (bottom-right alignment)."""
+    off = sk - sq
+    tot = 0
+    for i in range(sq):
+        p = i + off
+        lo, hi = 0, sk
+        if causal:
+            hi = min(hi, p + 1)
+        if wl >= 0:
+            lo = max(lo, p - wl)
+        if wr >= 0:
+            hi = min(hi, p + wr + 1)
+        if chunk > 0:
+            c0 = (p // chunk) * chunk
+            lo, hi = max(lo, c0), min(hi, c0 + chunk)
+        tot += max(0, hi - lo)
+    return tot
+
+
 class LongAttn:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
@@ -42,7 +62,24 @@ class LongAttn:
         f.restype = ctypes.c_int
         f.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] + [ctypes.c_int64] * 6 + \
             [ctypes.c_int, ctypes.c_float, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+        g = self.lib.longattn_bench_forward_ex
+        g.restype = ctypes.c_int
+        g.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] + [ctypes.c_int64] * 6 + \
+            [ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_void_p] + [ctypes.c_int64] * 3 + \
+            [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
         self.err = ctypes.create_string_buffer(512)
+
+    def ex(self, q, k, v, out, causal, softcap=0.0, sinks=None, wl=-1, wr=-1, chunk=0):
+        b, sq, hq, d = q.shape
+        sk, hk = k.shape[1], k.shape[2]
+        st = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.longattn_bench_forward_ex(
+            q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), None,
+            0 if q.dtype == torch.bfloat16 else 1, b, sq, sk, hq, hk, d, int(causal), 0.0,
+            float(softcap), sinks.data_ptr() if sinks is not None else None, wl, wr, chunk, st,
+            self.err, 512)
+        if rc != 0:
+            raise RuntimeError(self.err.value.decode())
 
     def __call__(self, q, k, v, out, lse, causal):
         b, sq, hq, d = q.shape
@@ -145,11 +182,79 @@ def run_shape(la, b, s, h, d, causal, dtype, l2_bytes, variants, sequential=Fals
     return row
 
 
+def run_feature_shape(la, b, s, h, d, causal, cfgs, l2_bytes):
+    """Issue-5 features against the same shape without them, interleaved on the same inputs.
+    cfgs: (name, dict(softcap=, sinks=bool, wl=, wr=, chunk=)); TFLOP/s count visible pairs."""
+    per_set = 4 * b * s * h * d * 2
+    nsets = max(2, -(-3 * l2_bytes // per_set))
+    gen = torch.Generator(device="cuda").manual_seed(2000 + s + d + int(causal))
+    sets = []
+    for _ in range(nsets):
+        q = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        k = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        v = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        sets.append((q, k, v, torch.empty_like(q)))
+    sinks = torch.rand(h, device="cuda", dtype=torch.float32, generator=gen) * 4 - 1
+    fns, flops = {}, {}
+    for name, c in cfgs:
+        kw = dict(softcap=c.get("softcap", 0.0), sinks=sinks if c.get("sinks") else None,
+                  wl=c.get("wl", -1), wr=c.get("wr", -1), chunk=c.get("chunk", 0))
+
+        def f(i, kw=kw):
+            q, k, v, o = sets[i]
+            la.ex(q, k, v, o, causal, **kw)
+        sets[0][3].fill_(float("nan"))
+        f(0)
+        torch.cuda.synchronize()
+        if torch.isnan(sets[0][3]).any().item():
+            print(f"  {name}: NaN in the output (unwritten?)", file=sys.stderr)
+        fns[name] = f
+        flops[name] = 4.0 * b * h * d * visible_pairs_mask(s, s, causal, kw["wl"], kw["wr"], kw["chunk"])
+    rows = []
+    ms = time_interleaved(fns, nsets)
+    for name, _ in cfgs:
+        rows.append({"b": b, "seq": s, "h": h, "d": d, "causal": causal, "variant": name,
+                     "ms": ms[name], "tflops": flops[name] / ms[name] / 1e9})
+    del sets
+    torch.cuda.empty_cache()
+    return rows
+
+
+def features_main(args, la, props, l2):
+    both = {"softcap": 30.0, "sinks": True}
+    dense = [("plain", {}), ("sinks", {"sinks": True}), ("softcap", {"softcap": 30.0}), ("sinks+softcap", both)]
+    shapes = [(2, 8192, 16, 128, False, dense), (2, 8192, 16, 128, True, dense),
+              (2, 8192, 16, 64, False, [dense[0], dense[3]]), (2, 8192, 16, 256, False, [dense[0], dense[3]]),
+              (1, 65536, 16, 128, True, [("plain", {}), ("window 4096", {"wl": 4096}),
+                                         ("window 4096 + sinks + softcap", {"wl": 4096, **both}),
+                                         ("chunk 8192", {"chunk": 8192})]),
+              (1, 16384, 16, 128, False, [("plain", {}), ("window 2048 both sides", {"wl": 2048, "wr": 2048})])]
+    rows = []
+    for (b, s, h, d, c, cfgs) in shapes:
+        rs = run_feature_shape(la, b, s, h, d, c, cfgs, l2)
+        base = rs[0]["tflops"]
+        for r in rs:
+            r["vs_plain"] = r["tflops"] / base
+            print(f"  d{d} seq {s:5d} {'causal' if c else 'full  '} {r['variant']:32s} {r['ms']:8.3f} ms "
+                  f"{r['tflops']:6.1f} TFLOP/s  x{r['vs_plain']:.3f}", flush=True)
+        rows.extend(rs)
+    with open(os.path.join(args.out, "bench_features.json"), "w") as fh:
+        json.dump({"device": props.name, "rows": rows}, fh, indent=1)
+    print(f"\n{props.name} -- issue-5 features, TFLOP/s on visible (query, key) pairs, bf16, "
+          "interleaved with the same shape without the feature (plain)")
+    print("| hdim | batch x seq | mask | variant | ms | TFLOP/s | vs plain |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['d']} | {r['b']} x {r['seq']} | {'causal' if r['causal'] else 'full'} | {r['variant']} | "
+              f"{r['ms']:.3f} | {r['tflops']:.0f} | {r['vs_plain']:.2f} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default=".")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--features", action="store_true", help="only the issue-5 feature rows")
     ap.add_argument("--sequential", action="store_true",
                     help="time each implementation back to back (cuDNN first) instead of interleaved")
     args = ap.parse_args()
@@ -159,6 +264,9 @@ def main():
           f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     la = LongAttn(args.lib)
+    if args.features:
+        features_main(args, la, props, l2)
+        return
     # "lazy" is the shipped default; each other variant changes one design choice.
     base = {"LONGATTN_RESCALE_THRESHOLD": "8", "LONGATTN_PINGPONG": "1", "LONGATTN_TILE": "0",
             "LONGATTN_SECTIONS": ""}

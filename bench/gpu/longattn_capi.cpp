@@ -5,6 +5,15 @@
 
 #include "longattn/longattn.h"
 
+namespace {
+void copy_err(const longattn::Status& s, char* err, int err_len) {
+  if (err && err_len > 0) {
+    std::strncpy(err, s.message().c_str(), size_t(err_len - 1));
+    err[err_len - 1] = 0;
+  }
+}
+}  // namespace
+
 extern "C" {
 
 /// Runs forward on the CUDA backend. dtype: 0 bf16, 1 f16 (out has the same dtype); lse may
@@ -32,6 +41,37 @@ int longattn_bench_forward(void* q, void* k, void* v, void* out, void* lse, int 
     std::strncpy(err, s.message().c_str(), size_t(err_len - 1));
     err[err_len - 1] = 0;
   }
+  return 1;
+}
+
+/// longattn_bench_forward with the issue-5 options: softcap (0: off), sinks (device float32
+/// per query head, or null), window_left / window_right (-1: off), chunk (0: off).
+int longattn_bench_forward_ex(void* q, void* k, void* v, void* out, void* lse, int dtype,
+                              int64_t batch, int64_t seq_q, int64_t seq_k, int64_t heads_q,
+                              int64_t heads_kv, int64_t dim, int causal, float scale, float softcap,
+                              void* sinks, int64_t window_left, int64_t window_right, int64_t chunk,
+                              void* stream, char* err, int err_len) {
+  using namespace longattn;
+  const DType t = dtype == 0 ? DType::bf16 : DType::f16;
+  const Device g{DeviceKind::cuda, 0};
+  Args a;
+  a.q = make_tensor(q, t, {batch, seq_q, heads_q, dim}, g);
+  a.k = make_tensor(k, t, {batch, seq_k, heads_kv, dim}, g);
+  a.v = make_tensor(v, t, {batch, seq_k, heads_kv, dim}, g);
+  a.out = make_tensor(out, t, {batch, seq_q, heads_q, dim}, g);
+  if (lse) a.lse = make_tensor(lse, DType::f32, {batch, heads_q, seq_q}, g);
+  if (sinks) a.sinks = make_tensor(sinks, DType::f32, {heads_q}, g);
+  a.mask.causal = causal != 0;
+  a.mask.window_left = window_left;
+  a.mask.window_right = window_right;
+  a.mask.chunk_size = chunk;
+  a.softcap = softcap;
+  if (scale > 0) a.softmax_scale = scale;
+  a.backend = Backend::cuda;
+  a.stream = stream;
+  Status s = forward(a);
+  if (s.ok()) return 0;
+  copy_err(s, err, err_len);
   return 1;
 }
 }

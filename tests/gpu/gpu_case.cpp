@@ -61,8 +61,9 @@ std::string Shape::name() const {
     << (pad ? "_pad" + std::to_string(pad) : "") << (automatic ? "_auto" : "");
   if (top_left && !causal) o << "_TL";
   if (softcap > 0) o << "_cap" << int(softcap);
-  if (sinks) o << "_sinks";
-  if (window_left >= 0 || window_right >= 0) o << "_win" << window_left << "x" << window_right;
+  if (sinks) o << "_sinks" << (sink_lo != -1.f ? "hi" : "");
+  auto w = [](int64_t x) { return x < 0 ? std::string("n") : std::to_string(x); };
+  if (window_left >= 0 || window_right >= 0) o << "_win" << w(window_left) << "x" << w(window_right);
   if (chunk > 0) o << "_chunk" << chunk;
   return o.str();
 }

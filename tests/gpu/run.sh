@@ -3,8 +3,9 @@
 #   tests/gpu/run.sh [BIN_DIR]
 # BIN_DIR holds prebuilt test_gpu_primitives, test_gpu_forward and liblongattn_capi.so (built
 # elsewhere with -cudart static); without it everything is built here into build-gpu.
-# STAGES (env) picks what runs: any of "prim fwd san bench seqbench" (default: all but
-# seqbench, the back-to-back timing variant of the benchmark). Logs go to $OUT.
+# STAGES (env) picks what runs: any of "prim fwd san bench seqbench fbench" (default: all but
+# seqbench, the back-to-back timing variant of the benchmark, and fbench, the issue-5 feature
+# rows). FWD_FILTER (env) narrows the forward tests (a gtest filter). Logs go to $OUT.
 set -u
 OUT=${OUT:-/tmp/longattn-gpu}
 mkdir -p "$OUT"
@@ -33,15 +34,22 @@ for st in $STAGES; do
   case $st in
     prim) run primitives "$BIN/test_gpu_primitives" ;;
     fwd)
-      run forward "$BIN/test_gpu_forward"
+      run forward "$BIN/test_gpu_forward" --gtest_filter="${FWD_FILTER:-*}"
       grep -E "^b[0-9]" "$OUT/forward.log" | sort -u > "$OUT/forward_errors.txt" ;;
     san)
       F='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128*:Core/GpuForward.MatchesReference/b1_sq128_sk128*:GpuForwardEmpty.*:GpuCombine.*'
       run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$F"
-      run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128_causal*' ;;
+      run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128_causal*'
+      # The feature kernel: a window, a chunk, sinks and softcap at once, on small shapes.
+      FF='Features/GpuForward.MatchesReference/b2_sq500_sk640*:Features/GpuForward.MatchesReference/b1_sq1000_sk300_h4x2_d128_bf16_outbf16_TL_sinks*'
+      run memcheck_features compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$FF"
+      run racecheck_features compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Features/GpuForward.MatchesReference/b2_sq500_sk640*' ;;
     bench)
       PYTHONUNBUFFERED=1 run bench python3 bench/gpu/bench.py --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -17 "$OUT/bench.log" ;;
+    fbench)
+      PYTHONUNBUFFERED=1 run fbench python3 bench/gpu/bench.py --features --lib "$BIN/liblongattn_capi.so" --out "$OUT"
+      tail -22 "$OUT/fbench.log" ;;
     seqbench)
       PYTHONUNBUFFERED=1 run seqbench python3 bench/gpu/bench.py --sequential --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -17 "$OUT/seqbench.log" ;;
