@@ -210,6 +210,21 @@ def run_feature_shape(la, b, s, h, d, causal, cfgs, l2_bytes):
             print(f"  {name}: NaN in the output (unwritten?)", file=sys.stderr)
         fns[name] = f
         flops[name] = 4.0 * b * h * d * visible_pairs_mask(s, s, causal, kw["wl"], kw["wr"], kw["chunk"])
+    # cuDNN on the plain shape (a regression check of the dense kernels in the same process).
+    if cfgs[0][0] == "plain" and s <= 16384:
+        def cud(i):
+            q, k, v, _ = sets[i]
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                      v.transpose(1, 2), is_causal=causal)
+        try:
+            cud(0)
+            torch.cuda.synchronize()
+            fns["cuDNN (plain)"] = cud
+            flops["cuDNN (plain)"] = flops["plain"]
+            cfgs = list(cfgs) + [("cuDNN (plain)", {})]
+        except Exception as ex:
+            print(f"  cudnn failed: {str(ex)[:120]}", file=sys.stderr)
     rows = []
     ms = time_interleaved(fns, nsets)
     for name, _ in cfgs:
