@@ -200,7 +200,10 @@ def run_feature_shape(la, b, s, h, d, causal, cfgs, l2_bytes):
         kw = dict(softcap=c.get("softcap", 0.0), sinks=sinks if c.get("sinks") else None,
                   wl=c.get("wl", -1), wr=c.get("wr", -1), chunk=c.get("chunk", 0))
 
-        def f(i, kw=kw):
+        env = {"LONGATTN_SOFTCAP_POLY": c.get("poly", "1")}
+
+        def f(i, kw=kw, env=env):
+            os.environ.update(env)
             q, k, v, o = sets[i]
             la.ex(q, k, v, o, causal, **kw)
         sets[0][3].fill_(float("nan"))
@@ -237,11 +240,13 @@ def run_feature_shape(la, b, s, h, d, causal, cfgs, l2_bytes):
 
 def features_main(args, la, props, l2):
     both = {"softcap": 30.0, "sinks": True}
-    dense = [("plain", {}), ("sinks", {"sinks": True}), ("softcap", {"softcap": 30.0}), ("sinks+softcap", both)]
+    mufu = ("sinks+softcap, every exp2 on MUFU", {**both, "poly": "0"})
+    dense = [("plain", {}), ("sinks", {"sinks": True}), ("softcap", {"softcap": 30.0}), ("sinks+softcap", both), mufu]
     shapes = [(2, 8192, 16, 128, False, dense), (2, 8192, 16, 128, True, dense),
-              (2, 8192, 16, 64, False, [dense[0], dense[3]]), (2, 8192, 16, 256, False, [dense[0], dense[3]]),
+              (2, 8192, 16, 64, False, [dense[0], dense[3], mufu]), (2, 8192, 16, 256, False, [dense[0], dense[3]]),
               (1, 65536, 16, 128, True, [("plain", {}), ("window 4096", {"wl": 4096}),
                                          ("window 4096 + sinks + softcap", {"wl": 4096, **both}),
+                                         ("window 4096 + sinks + softcap, MUFU exp2", {"wl": 4096, **both, "poly": "0"}),
                                          ("chunk 8192", {"chunk": 8192})]),
               (1, 16384, 16, 128, False, [("plain", {}), ("window 2048 both sides", {"wl": 2048, "wr": 2048})])]
     rows = []

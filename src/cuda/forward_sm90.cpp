@@ -167,14 +167,17 @@ Status cuda_forward(const Args& a, const Problem& p) {
   fp.causal = causal;
   fp.causal_offset = (causal || windowed) ? p.mask.offset(p.max_seq_q, p.max_seq_k) : 0;
   if (features) {
+    fp.feat_scale_log2 = fp.scale_log2;
     if (p.softcap > 0.f) {
       fp.softcap_in = float(double(p.scale) / double(p.softcap));
-      fp.softcap_out = float(double(p.softcap) / double(p.scale));
+      fp.feat_scale_log2 = float(double(p.softcap) * 1.4426950408889634);
     }
+    // LONGATTN_SOFTCAP_POLY=0: every exp2 on the MUFU (measurement switch).
+    fp.poly_exp = env_is("LONGATTN_SOFTCAP_POLY", "0") ? 0 : 1;
     if (p.has_sinks) {
       fp.sinks = static_cast<const float*>(a.sinks.data);
       fp.sinks_stride = a.sinks.stride[0];
-      fp.sink_to_raw = float(1.0 / double(p.scale));
+      fp.sink_to_raw = float(1.0 / (p.softcap > 0.f ? double(p.softcap) : double(p.scale)));
     }
     // Any window or chunk wider than every position range sees the same keys as one of
     // seq_q + seq_k (positions lie in [-seq_q, max(seq_q, seq_k))), which keeps the kernel's

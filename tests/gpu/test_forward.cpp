@@ -216,6 +216,22 @@ TEST(GpuForwardSchedule, CausalSectionsCoverEveryTile) {
   unsetenv("LONGATTN_SECTIONS");
 }
 
+// Softcap's default splits the exp2s between the MUFU and an FMA polynomial; the all-MUFU
+// path (LONGATTN_SOFTCAP_POLY=0, a measurement switch) must be right too.
+TEST(GpuForwardSoftcap, AllExp2OnMufu) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
+  setenv("LONGATTN_SOFTCAP_POLY", "0", 1);
+  for (int64_t d : {64, 128}) {
+    Shape s = S(1, 700, 900, 4, 2, d, true);
+    s.softcap = 10.f;
+    s.sinks = true;
+    s.seed += 77;
+    CheckResult r = run_case(s, atol_for(s));
+    EXPECT_TRUE(r.failure.empty()) << s.name() << ": " << r.failure;
+  }
+  unsetenv("LONGATTN_SOFTCAP_POLY");
+}
+
 // What the kernel cannot serve yet is refused by name, and nothing is written.
 TEST(GpuForwardUnsupported, RefusedWithNamedStatus) {
   if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";

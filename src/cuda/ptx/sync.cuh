@@ -30,4 +30,20 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// 2^x on the FMA pipe (no MUFU): 2^x = 2^n * 2^f, n = round(x) by the 1.5 * 2^23 trick, f in
+// [-0.5, 0.5], 2^f by its degree-4 Taylor polynomial (relative error <= 4.3e-5, under the
+// bf16 / f16 rounding of P). Exactly 0 for x < -126 (masked logits are -inf).
+// Used for half of the softcapped logits, whose tanh already occupies the MUFU.
+__device__ __forceinline__ float exp2_poly(float x) {
+  const float xc = fmaxf(x, -127.f);
+  const float j = __fadd_rn(xc, 12582912.f);
+  const float f = xc - __fsub_rn(j, 12582912.f);
+  float y = fmaf(0.0096181291f, f, 0.0555041087f);
+  y = fmaf(y, f, 0.2402265070f);
+  y = fmaf(y, f, 0.6931471806f);
+  y = fmaf(y, f, 1.f);
+  const int bits = __float_as_int(y) + (__float_as_int(j) << 23);
+  return x < -126.f ? 0.f : __int_as_float(bits);
+}
+
 }  // namespace longattn::cuda::ptx

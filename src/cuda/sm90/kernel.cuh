@@ -82,6 +82,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
     if (t < 0) break;
     const TileCoord tc = TileScheduler::decode(p, t);
+    // Logit scale of the feature kernel (log2 units), the softcap folded in.
+    const float sl2 = p.feat_scale_log2;
     const TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat> mask(p, tc.m_block);
     int64_t lo, hi;
     mask.block_range(p.seq_q, &lo, &hi);
@@ -100,7 +102,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     // Feature kernel: softcap on the raw logits, then the mask.
     auto mask_s = [&](float(&s)[kNS], int64_t j) {
       if constexpr (Cfg::kFeat) {
-        if (p.softcap_in != 0.f) softcap(s, p.softcap_in, p.softcap_out);
+        if (p.softcap_in != 0.f) softcap(s, p.softcap_in);
         if (uint32_t(int32_t(j) - ja) >= width) mask.apply(s, j, row0, lane);
       } else {
         if (j >= j_mask) mask.apply(s, j, row0, lane);
@@ -116,6 +118,20 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       if (p.sinks) smx.init_sink(p.sinks[tc.h * p.sinks_stride] * p.sink_to_raw, lane);
     }
     float factor[2];
+    // Feature kernel with softcap: half the exp2s on the FMA pipe (softmax.cuh). Not for
+    // hdim 256: its consumer spilled (8 bytes), and with twice the GEMM work per logit its
+    // MUFU is not the limit (softcap at 0.90x of plain, H200).
+    auto softmax_update = [&](float(&s)[kNS]) -> bool {
+      if constexpr (Cfg::kFeat) {
+        if constexpr (Cfg::kHeadDim <= 128) {
+          if (p.poly_exp && p.softcap_in != 0.f)
+            return smx.template update<true>(s, sl2, p.rescale_threshold, factor);
+        }
+        return smx.update(s, sl2, p.rescale_threshold, factor);
+      } else {
+        return smx.update(s, p.scale_log2, p.rescale_threshold, factor);
+      }
+    };
 
     const uint8_t* q_wg = sm.q(qs.stage) + wg * 64 * 128;  // 64-row slice of every Q chunk
     uint64_t* q_empty = sm.q_empty(qs.stage);
@@ -135,7 +151,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       ks.advance();
       if (j == lo) release(q_empty);
       mask_s(s, j);
-      smx.update(s, p.scale_log2, p.rescale_threshold, factor);
+      softmax_update(s);
       ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
       bool rescale = false;  // O rescale owed by the last softmax, applied before the next P.V
 
@@ -155,7 +171,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         ks.advance();
         if (j == lo) release(q_empty);
         mask_s(s, j);
-        const bool moved = smx.update(s, p.scale_log2, p.rescale_threshold, factor);
+        const bool moved = softmax_update(s);
         rescale = moved || p.rescale_threshold <= 0.f;
         ptx::wgmma_wait<0>();
         ptx::pin(o);
@@ -177,7 +193,11 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     }
 
     float inv[2], lse[2];
-    smx.finalize(p.scale_log2, inv, lse);
+    if constexpr (Cfg::kFeat) {
+      smx.finalize(sl2, inv, lse);
+    } else {
+      smx.finalize(p.scale_log2, inv, lse);
+    }
     rescale_rows(o, inv);
     const int64_t row = tc.m_block * Cfg::kBlockM + row0;
     store_o(p, o, tc.b, tc.h, row, lane);

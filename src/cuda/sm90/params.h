@@ -32,13 +32,14 @@ struct FwdParams {
 
   // Issue-5 features, read only by the feature kernel (KernelConfig kFeat; appended last so
   // the dense kernels' parameter offsets do not move).
-  // Softcap in raw Q.K units: s <- softcap_out * tanh(s * softcap_in), with softcap_in =
-  // scale / cap and softcap_out = cap / scale, so s * scale_log2 = cap * tanh(scale * s / cap)
-  // * log2(e). softcap_in == 0: off.
-  float softcap_in = 0, softcap_out = 0;
+  // Softcap: s <- tanh(s * softcap_in) with softcap_in = scale / cap, and the logits' scale
+  // becomes feat_scale_log2 = cap * log2(e), so s * feat_scale_log2 = cap * tanh(scale * q.k /
+  // cap) * log2(e). Without softcap feat_scale_log2 = scale_log2. softcap_in == 0: off.
+  float softcap_in = 0, feat_scale_log2 = 0;
+  int32_t poly_exp = 1;          // softcap: half the exp2s on the FMA pipe (softmax.cuh)
   const float* sinks = nullptr;  // per query head, natural-log logits; null: none
   int64_t sinks_stride = 0;
-  float sink_to_raw = 0;         // 1 / scale: a sink logit in raw Q.K units
+  float sink_to_raw = 0;         // a sink logit in the kernel's logit units: 1 / scale (1 / cap with softcap)
   // Windows and chunks (mask_rule.h), in key positions; -1 / 0: off. chunk is clamped on
   // the host to <= seq_q + seq_k (same visibility) so positions divide in 32 bits.
   int64_t window_left = -1, window_right = -1;

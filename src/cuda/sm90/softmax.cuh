@@ -36,7 +36,9 @@ struct OnlineSoftmax {
 
   // Turns S into P in place; returns the per-row O rescale factors; `rescale` tells whether
   // any factor in the warp differs from 1.
-  template <int NS>
+  // kPolyHalf (feature kernel with softcap): odd column groups take exp2 on the FMA pipe
+  // (ptx::exp2_poly) so the MUFU carries tanh + half the exp2s.
+  template <bool kPolyHalf = false, int NS>
   __device__ bool update(float (&s)[NS], float scale_log2, float threshold, float (&factor)[2]) {
     bool any = false;
 #pragma unroll
@@ -59,7 +61,13 @@ struct OnlineSoftmax {
       for (int c = 0; c < NS / 4; ++c) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          float p = ptx::exp2_approx(fmaf(s[4 * c + 2 * r + e], scale_log2, -ms));
+          const float x = fmaf(s[4 * c + 2 * r + e], scale_log2, -ms);
+          float p;
+          if (kPolyHalf && (c & 1)) {
+            p = ptx::exp2_poly(x);
+          } else {
+            p = ptx::exp2_approx(x);
+          }
           s[4 * c + 2 * r + e] = p;
           sum += p;
         }
@@ -84,15 +92,16 @@ struct OnlineSoftmax {
   }
 };
 
-// Softcap in raw units (params.h): s <- out * tanh(s * in). tanh.approx.f32 (max relative
-// error 2^-11, as FlashAttention-3): one MUFU op per element besides the exp2.
+// Softcap (params.h): s <- tanh(s * in); the cap itself is folded into the softmax scale
+// (feat_scale_log2 = cap * log2 e). tanh.approx.f32 (max relative error 2^-11, as
+// FlashAttention-3): one MUFU op per element besides the exp2.
 template <int NS>
-__device__ __forceinline__ void softcap(float (&s)[NS], float in, float out) {
+__device__ __forceinline__ void softcap(float (&s)[NS], float in) {
 #pragma unroll
   for (int i = 0; i < NS; ++i) {
     float t;
     asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(s[i] * in));
-    s[i] = out * t;
+    s[i] = t;
   }
 }
 
