@@ -1,11 +1,12 @@
-// The matrix-product policy of the AMX kernel (bf16 inputs only): both products run on the
+// The matrix-product policy of the AMX kernel (bf16 and e4m3 inputs): both products run on the
 // tile unit (TDPBF16PS: bf16 pairs, fp32 accumulation), the online softmax stays in
 // AVX-512 on the fp32 S tile. Included by kernel_amx.cpp inside its private namespace.
 //
 // Tile registers (all 16 rows x 64 bytes): 0-3 accumulators, 4-5 / 2-5 A operands, 6-7 B.
 // Layouts (bf16 stored in the float scratch):
-//   Q  rows_pad x dq_pad (dq_pad = dq rounded up to 32), exact input bf16, unscaled: the
-//      softmax scale is applied to S in fp32 instead of rounding a scaled Q to bf16.
+//   Q  rows_pad x dq_pad (dq_pad = dq rounded up to 32), exact input values as bf16 (e4m3
+//      converts exactly), unscaled: the softmax scale (and fp8 descales) are applied to S in
+//      fp32 instead of rounding a scaled Q to bf16; v's descale is applied to O at the end.
 //   K  "VNNI" B tiles: per 16-key block and 32-wide d chunk, 16 pair-rows x 16 keys of
 //      (K[n][2r], K[n][2r+1]) — a 32-bit transpose of the key rows.
 //   V  per 32-key block and 16-wide column block, 16 pair-rows x 16 columns of
@@ -28,6 +29,7 @@ struct AmxMma {
   static constexpr int MR = 32;
   static constexpr int kPanel = 32;
   static constexpr bool kPrescaledQ = false;
+  static constexpr bool kScalesKV = false;  // e4m3 is packed exactly as bf16; descales are scalars
 
   static int64_t dq_pad(int64_t dq) { return (dq + 31) / 32 * 32; }
   static int64_t dv_pad(int64_t dv) { return (dv + 15) / 16 * 16; }
@@ -35,18 +37,23 @@ struct AmxMma {
   static int64_t k_floats(int64_t dq) { return int64_t(kBN) * dq_pad(dq) / 2; }
   static int64_t v_floats(int64_t dv) { return int64_t(kBN) * dv_pad(dv) / 2; }
   static int64_t p_floats() { return int64_t(MR) * kBN / 2; }
-  static int64_t tmp_floats(int64_t dq, int64_t dv) { return (dq > dv ? dq : dv) + 32; }
+  // 16 bf16 key rows (pack_k16 of e4m3 input) or one bf16 row.
+  static int64_t tmp_floats(int64_t dq, int64_t dv) { return 8 * (dq_pad(dq) + dv_pad(dv)) + 32; }
 
-  static uint16_t bf16_at(const void* src, int64_t i) {
-    uint16_t h;
-    std::memcpy(&h, static_cast<const char*>(src) + 2 * i, 2);
-    return h;
+  // A row as bf16: bf16 input is used in place; e4m3 is converted exactly (3 mantissa bits
+  // and its exponent range fit bf16) into `buf`.
+  static const uint16_t* bf16_row(const void* src, DType t, int64_t n, uint16_t* buf) {
+    if (t != DType::e4m3) return static_cast<const uint16_t*>(src);
+    const uint8_t* b = static_cast<const uint8_t*>(src);
+    for (int64_t i = 0; i < n; ++i) buf[i] = uint16_t(cpu::cvt_float_to_bits(cpu::kE4m3.v[b[i]]) >> 16);
+    return buf;
   }
 
-  static void pack_q(float* qf, int64_t r, const void* src, DType, int64_t dq, float) {
+  static void pack_q(float* qf, int64_t r, const void* src, DType t, int64_t dq, float) {
     const int64_t dp = dq_pad(dq);
     uint16_t* q = reinterpret_cast<uint16_t*>(qf) + r * dp;
-    std::memcpy(q, src, size_t(dq) * 2);
+    if (t == DType::e4m3) bf16_row(src, t, dq, q);
+    else std::memcpy(q, src, size_t(dq) * 2);
     for (int64_t d = dq; d < dp; ++d) q[d] = 0;
   }
   static void zero_q(float* qf, int64_t r0, int64_t r1, int64_t dq) {
@@ -60,10 +67,10 @@ struct AmxMma {
   }
   // Key k: its d pairs are 32-bit units; unit p goes to pair-row p % 16 of chunk p / 16,
   // column k % 16. A masked load zero-fills the odd-dq tail and the dq_pad padding.
-  static void pack_k(float* kf, int64_t k, const void* src, DType, int64_t dq, float, float*) {
+  static void pack_k(float* kf, int64_t k, const void* src, DType t, int64_t dq, float, float* tmp) {
     const int64_t nch = dq_pad(dq) / 32;
     uint32_t* kb = reinterpret_cast<uint32_t*>(kf) + (k / 16) * nch * 256 + (k % 16);
-    const uint16_t* s16 = static_cast<const uint16_t*>(src);
+    const uint16_t* s16 = bf16_row(src, t, dq, reinterpret_cast<uint16_t*>(tmp));
     alignas(64) uint32_t units[16];
     for (int64_t ch = 0; ch < nch; ++ch) {
       const int64_t left = dq - ch * 32;
@@ -78,8 +85,12 @@ struct AmxMma {
   // units in registers (64 shuffles) instead of 256 scalar stores (measured: the scalar
   // scatter was ~1/6 of the AMX kernel's time at head dim 128).
   static constexpr bool kHasK16 = true;
-  static void pack_k16(float* kf, int64_t k0, const void* const* rows, DType, int64_t dq, float, float*) {
+  static void pack_k16(float* kf, int64_t k0, const void* const* rows_in, DType t, int64_t dq, float,
+                       float* tmp) {
     const int64_t nch = dq_pad(dq) / 32;
+    const void* rows[16];
+    for (int i = 0; i < 16; ++i)
+      rows[i] = bf16_row(rows_in[i], t, dq, reinterpret_cast<uint16_t*>(tmp) + i * dq_pad(dq));
     uint32_t* kb = reinterpret_cast<uint32_t*>(kf) + (k0 / 16) * nch * 256;
     for (int64_t ch = 0; ch < nch; ++ch) {
       const int64_t left = dq - ch * 32;
@@ -118,9 +129,9 @@ struct AmxMma {
   // Value row k fills one half of each 32-bit pair (even keys the low half): widen 16 values
   // to 32 bits, shift odd keys up, and store only this row's halves. Inf/NaN: exponent bits
   // all ones.
-  static bool pack_v(float* vf, int64_t k, const void* src, DType, int64_t dv, float) {
+  static bool pack_v(float* vf, int64_t k, const void* src, DType t, int64_t dv, float, float* tmp) {
     uint16_t* vb = reinterpret_cast<uint16_t*>(vf);
-    const uint16_t* s16 = static_cast<const uint16_t*>(src);
+    const uint16_t* s16 = bf16_row(src, t, dv, reinterpret_cast<uint16_t*>(tmp));
     const int64_t ncb = dv_pad(dv) / 16;
     const bool odd = k & 1;
     const __mmask32 half = odd ? __mmask32(0xAAAAAAAAu) : __mmask32(0x55555555u);

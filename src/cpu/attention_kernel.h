@@ -206,6 +206,10 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
   // Q is converted once per item; the FMA kernels fold the scale in so that Q.K comes out
   // in log2 units, the AMX kernel keeps exact bf16 Q and scales S instead.
   const float qs = kc.qscale2 * it.q_descale;
+  // Kernels that pack raw values (AMX: e4m3 is exact in bf16) apply the fp8 descales as
+  // scalars instead: k's to S with the softmax scale, v's to O in the epilogue.
+  const float s_scale = Mma::kScalesKV ? qs : qs * it.k_descale;
+  const float o_scale = Mma::kScalesKV ? 1.0f : it.v_descale;
   for (int64_t r = 0; r < rows; ++r) Mma::pack_q(Q, r, it.row[r].q, kc.in, dq, Mma::kPrescaledQ ? qs : 1.0f);
   Mma::zero_q(Q, rows, rp, dq);
   for (int64_t i = 0; i < rp * dvp; ++i) O[i] = 0.0f;
@@ -222,7 +226,7 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
 
   const V c2 = Simd::set1(kc.softcap2);
   const V inv_c2 = Simd::set1(kc.softcap2 > 0.0f ? 1.0f / kc.softcap2 : 0.0f);
-  const V sscale = Simd::set1(qs);
+  const V sscale = Simd::set1(s_scale);
 
   const int64_t es = kc.in == DType::f32 ? 4 : (kc.in == DType::e4m3 ? 1 : 2);
   const int64_t nstrips = rp / MR;
@@ -236,11 +240,11 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
       if (Mma::kHasK16 && k % 16 == 0 && k + 16 <= v1) {
         Mma::pack_k16(KT, k, it.krow + (j0 + k - it.key_lo), kc.in, dq, it.k_descale, tmp);
         for (int64_t e = k + 16; k < e; ++k)
-          v_nonfinite |= Mma::pack_v(Vt, k, it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale);
+          v_nonfinite |= Mma::pack_v(Vt, k, it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale, tmp);
         continue;
       }
       Mma::pack_k(KT, k, it.krow[j0 + k - it.key_lo], kc.in, dq, it.k_descale, tmp);
-      v_nonfinite |= Mma::pack_v(Vt, k, it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale);
+      v_nonfinite |= Mma::pack_v(Vt, k, it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale, tmp);
       ++k;
     }
 
@@ -279,7 +283,7 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
         c1 = int(round_up(imin(max_hi, j0 + kBN) - j0, kPanel));
       }
       Mma::qk(Q, s0, dq, KT, c0, c1, S);
-      float sm_scale = Mma::kPrescaledQ ? 1.0f : qs;
+      float sm_scale = Mma::kPrescaledQ ? 1.0f : s_scale;
       if (sm_scale != 1.0f && kc.softcap2 > 0.0f) {  // softcap needs the scaled logits
         sm_scale = 1.0f;
         for (int r = 0; r < MR; ++r)
@@ -324,7 +328,7 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
     if (lr == 0.0f) {
       for (int64_t c = 0; c < dv; ++c) tmp[c] = 0.0f;
     } else {
-      const float inv = 1.0f / lr;
+      const float inv = o_scale / lr;
       for (int64_t c = 0; c < dv; ++c) tmp[c] = orow[c] * inv;
     }
     cpu::store_row_scalar(tmp, kc.out, dv, it.row[r].out);

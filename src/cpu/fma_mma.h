@@ -11,6 +11,7 @@ struct FmaMma {
   static constexpr int NR = Simd::NR;
   static constexpr int kPanel = NR;          // S columns are computed in panels of NR keys
   static constexpr bool kPrescaledQ = true;  // the softmax scale is folded into Q
+  static constexpr bool kScalesKV = true;    // fp8 descales are applied while packing
 
   static int64_t dv_pad(int64_t dv) { return (dv + NR - 1) / NR * NR; }
   static int64_t q_floats(int64_t rows_pad, int64_t dq) { return rows_pad * dq; }
@@ -59,7 +60,7 @@ struct FmaMma {
     }
   }
   // Value row `k`; returns true when it holds Inf/NaN (v * 0 is NaN exactly then).
-  static bool pack_v(float* vt, int64_t k, const void* src, DType t, int64_t dv, float scale) {
+  static bool pack_v(float* vt, int64_t k, const void* src, DType t, int64_t dv, float scale, float*) {
     const int64_t dvp = dv_pad(dv);
     float* vd = vt + k * dvp;
     Simd::cvt_row(src, t, dv, scale, vd);

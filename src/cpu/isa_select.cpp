@@ -54,7 +54,8 @@ const CpuKernel& select_kernel(DType in) {
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                     __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
-  if (cap >= 3 && in == DType::bf16 && avx512 && amx_usable()) return kKernelAmx;
+  // AMX takes bf16 and e4m3 (exact in bf16) inputs; f16/f32 have no exact bf16 form.
+  if (cap >= 3 && (in == DType::bf16 || in == DType::e4m3) && avx512 && amx_usable()) return kKernelAmx;
   if (cap >= 2 && avx512) return kKernelAvx512;
   if (cap >= 1 && avx2) return kKernelAvx2;
 #else

@@ -55,10 +55,10 @@ extern const CpuKernel kKernelPortable;
 #if defined(__x86_64__) || defined(_M_X64)
 extern const CpuKernel kKernelAvx2;
 extern const CpuKernel kKernelAvx512;
-extern const CpuKernel kKernelAmx;  // bf16 inputs only
+extern const CpuKernel kKernelAmx;  // bf16 and e4m3 inputs only
 #endif
 
-// The best kernel this CPU runs for inputs of dtype `in`: AMX for bf16 where available,
+// The best kernel this CPU runs for inputs of dtype `in`: AMX for bf16/e4m3 where available,
 // else AVX-512, AVX2, portable. LONGATTN_CPU_ISA=portable|avx2|avx512|amx caps the choice
 // (tests use it to cover every path on one machine; a request the CPU lacks is ignored).
 const CpuKernel& select_kernel(DType in);
