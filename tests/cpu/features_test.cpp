@@ -102,6 +102,14 @@ TEST_P(CpuFeatures, Fp8WithDescales) {
   }
 }
 
+TEST_P(CpuFeatures, Fp8LongKeysGqa) {
+  // Several 256-key tiles (the AMX kernel's), GQA 4, descales per (batch, kv head).
+  CaseSpec s = base(65);
+  s.dtype = DType::e4m3, s.out_dtype = DType::bf16, s.seq_q = 70, s.seq_k = 600;
+  s.heads_q = 8, s.heads_kv = 2, s.mask.causal = true, s.sinks = true, s.amp = 2.0f;
+  EXPECT_EQ(cpu_check(s), "");
+}
+
 TEST_P(CpuFeatures, RaggedBatches) {
   CaseSpec s = base(70);
   s.batch = 5, s.ragged_q = s.ragged_k = true;
