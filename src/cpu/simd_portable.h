@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "cpu/convert.h"
 
@@ -16,24 +17,33 @@ struct Simd {
   static constexpr int W = 4;
   static constexpr int MR = 4;
   static constexpr int NR = 8;
+#if defined(__GNUC__)
+  // GCC/Clang vector extension: same lane semantics, but the accumulator blocks stay in
+  // (SSE/NEON) registers; plain arrays measured ~4 GFLOP/s at head dim 128.
+  typedef float Lanes __attribute__((vector_size(W * sizeof(float))));
+#else
+  typedef float Lanes[W];
+#endif
   struct V {
-    float v[W];
+    Lanes v;
   };
 
   static V zero() { return set1(0.0f); }
   static V set1(float x) {
     V r;
+#if defined(__GNUC__)
+    r.v = Lanes{} + x;  // vector + scalar broadcasts
+#else
     for (int i = 0; i < W; ++i) r.v[i] = x;
+#endif
     return r;
   }
   static V load(const float* p) {
     V r;
-    for (int i = 0; i < W; ++i) r.v[i] = p[i];
+    std::memcpy(&r.v, p, sizeof(r.v));
     return r;
   }
-  static void store(float* p, V a) {
-    for (int i = 0; i < W; ++i) p[i] = a.v[i];
-  }
+  static void store(float* p, V a) { std::memcpy(p, &a.v, sizeof(a.v)); }
   static V bcast(const float* p) { return set1(*p); }
 #define LONGATTN_LANEWISE(name, expr)      \
   static V name(V a, V b) {                \
@@ -44,17 +54,28 @@ struct Simd {
     }                                      \
     return r;                              \
   }
+#if defined(__GNUC__)
+  static V mul(V a, V b) { return V{a.v * b.v}; }
+  static V add(V a, V b) { return V{a.v + b.v}; }
+  static V sub(V a, V b) { return V{a.v - b.v}; }
+  static V div(V a, V b) { return V{a.v / b.v}; }
+#else
   LONGATTN_LANEWISE(mul, x * y)
   LONGATTN_LANEWISE(add, x + y)
   LONGATTN_LANEWISE(sub, x - y)
   LONGATTN_LANEWISE(div, x / y)
+#endif
   // Same NaN rule as x86 max: the second operand wins when either is NaN.
   LONGATTN_LANEWISE(max, x > y ? x : y)
 #undef LONGATTN_LANEWISE
   static V fma(V a, V b, V c) {
+#if defined(__GNUC__)
+    return V{a.v * b.v + c.v};
+#else
     V r;
     for (int i = 0; i < W; ++i) r.v[i] = a.v[i] * b.v[i] + c.v[i];
     return r;
+#endif
   }
   static V abs(V a) {
     V r;
