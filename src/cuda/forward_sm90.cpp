@@ -43,7 +43,7 @@ bool env_is(const char* name, const char* value) {
 Status check_tma_operand(const char* name, const Tensor& t) {
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
     return Status::NotSupported(std::string(name) + ": base pointer must be 16-byte aligned for the CUDA backend");
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < t.rank - 1; ++i)  // every dim but the contiguous last one
     if ((t.stride[i] * 2) % 16 != 0 && t.shape[i] > 1)
       return Status::NotSupported(std::string(name) + ": strides must be multiples of 16 bytes for the CUDA backend");
   return Status::Ok();
@@ -60,13 +60,23 @@ cuda::TileMapSpec map_spec(const Tensor& t, CUtensorMapDataType dt, int box_rows
   cuda::TileMapSpec s;
   s.base = t.data;
   s.dtype = dt;
-  s.batch = t.shape[0];
-  s.rows = t.shape[1];
-  s.heads = t.shape[2];
-  s.dim = t.shape[3];
-  s.stride_batch = t.stride[0];
-  s.stride_row = t.stride[1];
-  s.stride_head = t.stride[2];
+  if (t.rank == 3) {  // ragged (total_tokens, heads, dim): one batch, rows addressed by token
+    s.batch = 1;
+    s.rows = t.shape[0];
+    s.heads = t.shape[1];
+    s.dim = t.shape[2];
+    s.stride_batch = t.shape[0] * t.stride[0];
+    s.stride_row = t.stride[0];
+    s.stride_head = t.stride[1];
+  } else {
+    s.batch = t.shape[0];
+    s.rows = t.shape[1];
+    s.heads = t.shape[2];
+    s.dim = t.shape[3];
+    s.stride_batch = t.stride[0];
+    s.stride_row = t.stride[1];
+    s.stride_head = t.stride[2];
+  }
   s.box_rows = box_rows;
   return s;
 }
@@ -88,9 +98,7 @@ cudaError_t dispatch_dim(int64_t d, const LaunchArgs& la) {
 
 Status cuda_forward(const Args& a, const Problem& p) {
   // What the kernel cannot serve yet (issue 5 adds these).
-  if (p.q_ragged || p.kv == KvLayout::ragged) return not_yet("ragged batches (cu_seqlens)");
   if (p.kv == KvLayout::paged) return not_yet("paged K/V (page_table)");
-  if (p.has_seqused_k) return not_yet("seqused_k");
   if (p.fp8) return not_yet("fp8 (e4m3) inputs");
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
   if (p.dim_qk != p.dim_v) return not_yet("dim_qk != dim_v");
@@ -105,11 +113,15 @@ Status cuda_forward(const Args& a, const Problem& p) {
     if (Status s = check_device(names[i], *ts[i], p); !s.ok()) return s;
   for (int i = 0; i < 3; ++i)
     if (Status s = check_tma_operand(names[i], *ts[i]); !s.ok()) return s;
+  // Ragged token rows are TMA coordinates (int32).
+  for (int i = 0; i < 3; ++i)
+    if (ts[i]->rank == 3 && ts[i]->shape[0] > INT32_MAX - 4096)
+      return not_yet(std::string(names[i]) + ": 2^31 or more ragged tokens");
   // Epilogue stores pairs of elements: 4-byte (16-bit out) or 8-byte (f32 out) aligned.
   const int64_t out_es = p.out_dtype == DType::f32 ? 4 : 2;
   if (reinterpret_cast<uintptr_t>(a.out.data) % (2 * out_es) != 0)
     return Status::NotSupported("out: base pointer must be aligned to 2 elements for the CUDA backend");
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < a.out.rank - 1; ++i)
     if (a.out.stride[i] % 2 != 0 && a.out.shape[i] > 1)
       return Status::NotSupported("out: strides must be even for the CUDA backend");
 
@@ -131,7 +143,8 @@ Status cuda_forward(const Args& a, const Problem& p) {
   const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
   // Sinks, softcap, windows and chunks run the feature kernel (tile_size.h feature_tile);
   // the dense kernels stay as they were.
-  const bool features = p.has_sinks || p.softcap > 0.f || windowed;
+  const bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k;
+  const bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged;
   // The feature kernel's mask arithmetic is 32-bit (mask.cuh).
   if (features && 2 * (p.max_seq_q + p.max_seq_k) > INT32_MAX - 4096)
     return not_yet("sinks/softcap/windows/chunks with seq_q + seq_k beyond 2^30");
@@ -140,8 +153,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
                            : (tv && tv[0] >= '1' && tv[0] <= '5' && !tv[1])
                                ? tv[0] - '0'
                                : cuda::sm90::default_variant(int(p.dim_qk), causal, p.max_seq_k);
-  const cuda::sm90::TileConfig tc = features ? cuda::sm90::feature_tile(int(p.dim_qk))
-                                             : cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
+  const cuda::sm90::TileConfig tc = ragged     ? cuda::sm90::ragged_tile(int(p.dim_qk))
+                                    : features ? cuda::sm90::feature_tile(int(p.dim_qk))
+                                               : cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
   const CUtensorMapDataType dt =
       p.in_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 
@@ -191,19 +205,38 @@ Status cuda_forward(const Args& a, const Problem& p) {
   fp.out_type = p.out_dtype == DType::bf16  ? cuda::sm90::OutType::bf16
                 : p.out_dtype == DType::f16 ? cuda::sm90::OutType::f16
                                             : cuda::sm90::OutType::f32;
-  fp.out_stride_b = a.out.stride[0];
-  fp.out_stride_s = a.out.stride[1];
-  fp.out_stride_h = a.out.stride[2];
+  if (p.q_ragged) {  // out (total_q, heads, dim), lse (heads, total_q): rows from cu_seqlens_q
+    fp.out_stride_b = 0;
+    fp.out_stride_s = a.out.stride[0];
+    fp.out_stride_h = a.out.stride[1];
+  } else {
+    fp.out_stride_b = a.out.stride[0];
+    fp.out_stride_s = a.out.stride[1];
+    fp.out_stride_h = a.out.stride[2];
+  }
   if (a.lse.present()) {
     fp.lse = static_cast<float*>(a.lse.data);
-    fp.lse_stride_b = a.lse.stride[0];
-    fp.lse_stride_h = a.lse.stride[1];
-    fp.lse_stride_s = a.lse.stride[2];
+    if (p.q_ragged) {
+      fp.lse_stride_b = 0;
+      fp.lse_stride_h = a.lse.stride[0];
+      fp.lse_stride_s = a.lse.stride[1];
+    } else {
+      fp.lse_stride_b = a.lse.stride[0];
+      fp.lse_stride_h = a.lse.stride[1];
+      fp.lse_stride_s = a.lse.stride[2];
+    }
+  }
+  if (ragged) {  // device metadata; seq_q / seq_k are the maxima (Args max_seqlen_q/k)
+    if (p.q_ragged) fp.cu_seqlens_q = static_cast<const int32_t*>(a.cu_seqlens_q.data);
+    if (p.kv == KvLayout::ragged) fp.cu_seqlens_k = static_cast<const int32_t*>(a.cu_seqlens_k.data);
+    if (p.has_seqused_k) fp.seqused_k = static_cast<const int32_t*>(a.seqused_k.data);
+    fp.offset_per_seq = (p.mask.any() && !p.mask.top_left) ? 1 : 0;
   }
   la.num_sms = guard.num_sms();
   la.stream = stream;
   la.tile_variant = tile_variant;
   la.features = features;
+  la.ragged = ragged;
 
   fp.pingpong = !env_is("LONGATTN_PINGPONG", "0");
   // Causal L2 sections (schedule_rule.h). LONGATTN_SECTIONS=0 disables them (one

@@ -65,24 +65,66 @@ std::string Shape::name() const {
   auto w = [](int64_t x) { return x < 0 ? std::string("n") : std::to_string(x); };
   if (window_left >= 0 || window_right >= 0) o << "_win" << w(window_left) << "x" << w(window_right);
   if (chunk > 0) o << "_chunk" << chunk;
+  if (!lens_q.empty()) o << "_raggedq" << lens_q.size();
+  if (!lens_k.empty()) o << "_raggedk" << lens_k.size();
+  if (!used_k.empty()) o << "_seqused";
+  if (!lens_q.empty() || !lens_k.empty()) o << "_s" << seed;
   return o.str();
 }
+
+namespace {
+int64_t sum_of(const std::vector<int32_t>& v) {
+  int64_t n = 0;
+  for (int32_t x : v) n += x;
+  return n;
+}
+int32_t max_of(const std::vector<int32_t>& v) {
+  int32_t m = 0;
+  for (int32_t x : v) m = std::max(m, x);
+  return m;
+}
+std::vector<int32_t> cumulative(const std::vector<int32_t>& v) {
+  std::vector<int32_t> c(1, 0);
+  for (int32_t x : v) c.push_back(c.back() + x);
+  return c;
+}
+}  // namespace
 
 CheckResult run_case(const Shape& s, double atol) {
   CheckResult r;
   std::mt19937_64 rng(s.seed * 7919 + 17);
   const Device gpu{DeviceKind::cuda, 0};
+  const bool rq = !s.lens_q.empty(), rk = !s.lens_k.empty(), ru = !s.used_k.empty();
+  const int64_t batch = rq ? int64_t(s.lens_q.size()) : rk ? int64_t(s.lens_k.size()) : s.batch;
+  const int64_t max_q = rq ? max_of(s.lens_q) : s.seq_q, total_q = rq ? sum_of(s.lens_q) : batch * s.seq_q;
+  const int64_t pad = (rq || rk) ? 0 : s.pad;
   Args a;
-  a.q = host_view(nullptr, s.in, {s.batch, s.seq_q, s.heads_q, s.dim}, gpu, s.pad);
-  a.k = host_view(nullptr, s.in, {s.batch, s.seq_k, s.heads_kv, s.dim}, gpu, s.pad);
-  a.v = host_view(nullptr, s.in, {s.batch, s.seq_k, s.heads_kv, s.dim}, gpu, s.pad);
-  a.out = host_view(nullptr, s.out, {s.batch, s.seq_q, s.heads_q, s.dim}, gpu, s.pad);
+  a.q = rq ? host_view(nullptr, s.in, {total_q, s.heads_q, s.dim}, gpu)
+           : host_view(nullptr, s.in, {batch, s.seq_q, s.heads_q, s.dim}, gpu, pad);
+  a.k = rk ? host_view(nullptr, s.in, {sum_of(s.lens_k), s.heads_kv, s.dim}, gpu)
+           : host_view(nullptr, s.in, {batch, s.seq_k, s.heads_kv, s.dim}, gpu, pad);
+  a.v = rk ? host_view(nullptr, s.in, {sum_of(s.lens_k), s.heads_kv, s.dim}, gpu)
+           : host_view(nullptr, s.in, {batch, s.seq_k, s.heads_kv, s.dim}, gpu, pad);
+  a.out = rq ? host_view(nullptr, s.out, {total_q, s.heads_q, s.dim}, gpu)
+             : host_view(nullptr, s.out, {batch, s.seq_q, s.heads_q, s.dim}, gpu, pad);
   const int64_t nq = span(a.q), nk = span(a.k);
   auto hq = random_bytes(s.in, nq, -s.q_range, s.q_range, rng);
   auto hk = random_bytes(s.in, nk, -1.f, 1.f, rng);
   auto hv = random_bytes(s.in, nk, -1.f, 1.f, rng);
-  const int64_t no = span(a.out), nl = s.batch * s.heads_q * s.seq_q;
+  const int64_t no = span(a.out), nl = total_q * s.heads_q;
   const size_t ob = size_t(no * dtype_size(s.out));
+  // Ragged metadata (int32, device copies below; host copies for the reference).
+  std::vector<int32_t> cu_q = rq ? cumulative(s.lens_q) : std::vector<int32_t>{},
+                       cu_k = rk ? cumulative(s.lens_k) : std::vector<int32_t>{}, used = s.used_k;
+  DevBuf dcq(cu_q.size() * 4), dck(cu_k.size() * 4), dused(used.size() * 4);
+  cudaMemcpy(dcq.p, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dck.p, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dused.p, used.data(), used.size() * 4, cudaMemcpyHostToDevice);
+  if (rq) a.cu_seqlens_q = host_view(dcq.p, DType::i32, {batch + 1}, gpu);
+  if (rk) a.cu_seqlens_k = host_view(dck.p, DType::i32, {batch + 1}, gpu);
+  if (ru) a.seqused_k = host_view(dused.p, DType::i32, {batch}, gpu);
+  if (rq) a.max_seqlen_q = max_q;
+  if (rk || ru) a.max_seqlen_k = rk ? max_of(s.lens_k) : s.seq_k;
 
   std::vector<float> hsink(size_t(s.heads_q));
   {
@@ -105,7 +147,9 @@ CheckResult run_case(const Shape& s, double atol) {
   a.k.data = dk.p;
   a.v.data = dv.p;
   a.out.data = dout.p;
-  if (s.lse) a.lse = host_view(dlse.p, DType::f32, {s.batch, s.heads_q, s.seq_q}, gpu);
+  if (s.lse)
+    a.lse = rq ? host_view(dlse.p, DType::f32, {s.heads_q, total_q}, gpu)
+               : host_view(dlse.p, DType::f32, {batch, s.heads_q, s.seq_q}, gpu);
   a.mask.causal = s.causal;
   a.mask.align = s.top_left ? CausalAlign::top_left : CausalAlign::bottom_right;
   if (s.scale > 0) a.softmax_scale = s.scale;
@@ -130,12 +174,17 @@ CheckResult run_case(const Shape& s, double atol) {
   cudaMemcpy(r.out_bytes.data(), dout.p, ob, cudaMemcpyDeviceToHost);
   cudaMemcpy(glse.data(), dlse.p, size_t(nl * 4), cudaMemcpyDeviceToHost);
   // Every element of the view must be written (padding is not part of it).
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t i = 0; i < s.seq_q; ++i)
-      for (int64_t hh = 0; hh < s.heads_q; ++hh)
-        for (int64_t d = 0; d < s.dim; ++d)
-          r.nan_out += std::isnan(detail::load_as_float(
-              r.out_bytes.data(), s.out, b * a.out.stride[0] + i * a.out.stride[1] + hh * a.out.stride[2] + d));
+  {
+    const Tensor& o = a.out;
+    const int64_t n0 = o.shape[0], n1 = o.shape[1], n2 = o.shape[2], n3 = o.rank == 4 ? o.shape[3] : 1;
+    for (int64_t i0 = 0; i0 < n0; ++i0)
+      for (int64_t i1 = 0; i1 < n1; ++i1)
+        for (int64_t i2 = 0; i2 < n2; ++i2)
+          for (int64_t i3 = 0; i3 < n3; ++i3)
+            r.nan_out += std::isnan(detail::load_as_float(
+                r.out_bytes.data(), s.out,
+                i0 * o.stride[0] + i1 * o.stride[1] + i2 * o.stride[2] + (o.rank == 4 ? i3 * o.stride[3] : 0)));
+  }
   if (s.lse)
     for (float x : glse) r.nan_lse += std::isnan(x);
 
@@ -149,7 +198,11 @@ CheckResult run_case(const Shape& s, double atol) {
   h.out.data = hout.data();
   h.lse.data = s.lse ? hlse.data() : nullptr;
   if (s.sinks) h.sinks.data = hsink.data();
-  for (Tensor* t : {&h.q, &h.k, &h.v, &h.out, &h.lse, &h.sinks}) t->device = Device{};
+  h.cu_seqlens_q.data = rq ? cu_q.data() : nullptr;
+  h.cu_seqlens_k.data = rk ? cu_k.data() : nullptr;
+  h.seqused_k.data = ru ? used.data() : nullptr;
+  for (Tensor* t : {&h.q, &h.k, &h.v, &h.out, &h.lse, &h.sinks, &h.cu_seqlens_q, &h.cu_seqlens_k, &h.seqused_k})
+    t->device = Device{};
   h.backend = Backend::reference;
   detail::Problem p;
   Status st = detail::build_problem(h, &p);
@@ -157,34 +210,36 @@ CheckResult run_case(const Shape& s, double atol) {
     r.failure = "reference problem: " + st.message();
     return r;
   }
-  std::vector<int64_t> rows;
-  if (s.seq_q <= s.rows_per_head) {
-    for (int64_t i = 0; i < s.seq_q; ++i) rows.push_back(i);
-  } else {  // first, last, tile edges, random
-    for (int64_t i : {int64_t(0), int64_t(1), s.seq_q - 1, s.seq_q - 2, s.seq_q / 2, int64_t(127), int64_t(128)})
-      if (i >= 0 && i < s.seq_q) rows.push_back(i);
-    std::uniform_int_distribution<int64_t> R(0, s.seq_q - 1);
-    while (int64_t(rows.size()) < s.rows_per_head) rows.push_back(R(rng));
-  }
   std::vector<double> ref(size_t(s.dim));
   std::vector<float> emu(size_t(s.dim));
   double rl = 0;
   float el = 0;
-  for (int64_t b = 0; b < s.batch; ++b)
+  for (int64_t b = 0; b < batch; ++b) {
+    const detail::SeqInfo si = detail::seq_info(h, p, b);
+    const int64_t len = si.q_len;
+    std::vector<int64_t> rows;
+    if (len <= s.rows_per_head) {
+      for (int64_t i = 0; i < len; ++i) rows.push_back(i);
+    } else {  // first, last, tile edges, random
+      for (int64_t i : {int64_t(0), int64_t(1), len - 1, len - 2, len / 2, int64_t(127), int64_t(128)})
+        if (i >= 0 && i < len) rows.push_back(i);
+      std::uniform_int_distribution<int64_t> R(0, len - 1);
+      while (int64_t(rows.size()) < s.rows_per_head) rows.push_back(R(rng));
+    }
     for (int64_t hh = 0; hh < s.heads_q; ++hh)
       for (int64_t i : rows) {
         detail::reference_rows(h, p, b, hh, i, i + 1, ref.data(), &rl);
         detail::emulated_rows(h, p, b, hh, i, i + 1, emu.data(), &el);
+        const int64_t ooff = detail::out_offset(h, p, b, si, i, hh);
         for (int64_t d = 0; d < s.dim; ++d) {
-          int64_t off = b * a.out.stride[0] + i * a.out.stride[1] + hh * a.out.stride[2] + d;
-          double g = detail::load_as_float(r.out_bytes.data(), s.out, off);
+          double g = detail::load_as_float(r.out_bytes.data(), s.out, ooff + d);
           double err = std::fabs(g - ref[size_t(d)]);
           if (std::isnan(err)) err = INFINITY;
           r.max_err = std::max(r.max_err, err);
           r.naive_err = std::max(r.naive_err, std::fabs(double(emu[size_t(d)]) - ref[size_t(d)]));
         }
         if (s.lse) {
-          double g = glse[size_t((b * s.heads_q + hh) * s.seq_q + i)];
+          double g = glse[size_t(detail::lse_offset(h, p, b, si, i, hh))];
           double err = (std::isinf(rl) && g == rl) ? 0.0 : std::fabs(g - rl);
           double nerr = (std::isinf(rl) && double(el) == rl) ? 0.0 : std::fabs(double(el) - rl);
           if (std::isnan(err)) err = INFINITY;
@@ -193,6 +248,7 @@ CheckResult run_case(const Shape& s, double atol) {
         }
         ++r.rows_checked;
       }
+  }
   std::ostringstream f;
   if (r.nan_out) f << r.nan_out << " NaN outputs (unwritten?); ";
   if (r.nan_lse) f << r.nan_lse << " NaN LSEs; ";

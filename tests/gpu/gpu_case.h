@@ -25,6 +25,9 @@ struct Shape {
   bool sinks = false;
   float sink_lo = -1.f, sink_hi = 4.f;
   int64_t window_left = -1, window_right = -1, chunk = 0;
+  // Ragged batches: per-sequence lengths (non-empty: that tensor is packed with device
+  // cu_seqlens; batch = the vector's size, seq_q / seq_k ignored for it); used_k: seqused_k.
+  std::vector<int32_t> lens_q, lens_k, used_k;
   uint64_t seed = 1;
   std::string name() const;
 };

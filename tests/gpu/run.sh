@@ -41,7 +41,7 @@ for st in $STAGES; do
       run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$F"
       run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128_causal*'
       # The feature kernel: a window, a chunk, sinks and softcap at once, on small shapes.
-      FF='Features/GpuForward.MatchesReference/b2_sq500_sk640*:Features/GpuForward.MatchesReference/b1_sq1000_sk300_h4x2_d128_bf16_outbf16_TL_sinks*'
+      FF='Features/GpuForward.MatchesReference/b2_sq500_sk640*:Features/GpuForward.MatchesReference/b1_sq1000_sk300_h4x2_d128_bf16_outbf16_TL_sinks*:Ragged/GpuForward.MatchesReference/*_s3:Ragged/GpuForward.MatchesReference/*_s11'
       run memcheck_features compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$FF"
       run racecheck_features compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Features/GpuForward.MatchesReference/b2_sq500_sk640*' ;;
     bench)

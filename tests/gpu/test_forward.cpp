@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 
 #include "gpu_case.h"
 
@@ -172,6 +173,70 @@ std::vector<Shape> feature_cases() {
   return v;
 }
 
+// Ragged batches (device cu_seqlens, Args max_seqlen_q/k) and seqused_k: sequences of length
+// 0 and 1 beside long ones, seq_q != seq_k per sequence, both alignments, GQA, the three head
+// dims, with the other features.
+Shape R(std::vector<int32_t> lq, std::vector<int32_t> lk, int64_t hq, int64_t hkv, int64_t d, bool causal,
+        uint64_t seed) {
+  Shape s = F(1, 1, 1, hq, hkv, d, causal);
+  s.lens_q = std::move(lq);
+  s.lens_k = std::move(lk);
+  s.seed = seed;
+  s.rows_per_head = 48;
+  return s;
+}
+
+std::vector<Shape> ragged_cases() {
+  std::vector<Shape> v;
+  const std::vector<int32_t> a = {100, 0, 1, 517, 1000, 33};
+  v.push_back(R(a, a, 4, 2, 128, false, 1));
+  v.push_back(R(a, a, 4, 2, 128, true, 2));
+  v.push_back(R({50, 1, 0, 300, 129}, {200, 7, 5, 300, 1000}, 4, 1, 128, true, 3));  // per-sequence KV prefix
+  v.push_back(tl(R({50, 1, 0, 300, 129}, {200, 7, 5, 300, 1000}, 4, 4, 128, true, 4)));
+  v.push_back(R({300, 0, 77}, {}, 4, 2, 128, true, 5));  // ragged q, dense k (seq_k below)
+  v.back().seq_k = 400;
+  v.push_back(R({}, {333, 1, 0, 64}, 4, 2, 128, false, 6));  // dense q, ragged k
+  v.back().seq_q = 150;
+  v.push_back(R(a, a, 6, 2, 64, true, 7));
+  v.push_back(R(a, a, 4, 2, 256, true, 8));
+  v.push_back(cap(sinks(win(R(a, a, 4, 2, 64, true, 9), 60, -1)), 10.f));
+  v.push_back(sinks(chunk(R(a, a, 4, 2, 128, true, 10), 128)));
+  {
+    Shape s = R({123, 0, 456, 1}, {700, 3, 456, 0}, 4, 2, 128, true, 11);  // a sequence without keys
+    s.sinks = true;
+    s.in = DType::f16;
+    s.out = DType::f32;
+    v.push_back(s);
+  }
+  // seqused_k: dense k with fewer keys used (0 included), and ragged k with it.
+  {
+    Shape s = F(3, 200, 500, 4, 2, 128, true);
+    s.used_k = {500, 0, 123};
+    v.push_back(s);
+    s = F(3, 200, 500, 4, 2, 128, false);
+    s.used_k = {17, 499, 256};
+    s.sinks = true;
+    v.push_back(s);
+    s = R({300, 200}, {300, 200}, 4, 2, 128, true, 12);
+    s.used_k = {250, 0};
+    v.push_back(s);
+  }
+  // Many sequences of mixed lengths (one long one beside short ones).
+  {
+    std::mt19937_64 rng(99);
+    std::vector<int32_t> lq, lk;
+    for (int i = 0; i < 24; ++i) {
+      const int32_t n = i == 5 ? 6000 : int32_t(rng() % 1500);
+      lq.push_back(n);
+      lk.push_back(n);
+    }
+    Shape s = R(lq, lk, 4, 1, 128, true, 13);
+    s.rows_per_head = 12;
+    v.push_back(s);
+  }
+  return v;
+}
+
 std::vector<Shape> long_feature_cases() {
   std::vector<Shape> v;
   Shape s = win(F(1, 20000, 20000, 2, 1, 128, true), 4096, -1);
@@ -188,6 +253,7 @@ std::string case_name(const ::testing::TestParamInfo<Shape>& i) { return i.param
 INSTANTIATE_TEST_SUITE_P(Core, GpuForward, ::testing::ValuesIn(core_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Long, GpuForward, ::testing::ValuesIn(long_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Features, GpuForward, ::testing::ValuesIn(feature_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Ragged, GpuForward, ::testing::ValuesIn(ragged_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(LongFeatures, GpuForward, ::testing::ValuesIn(long_feature_cases()), case_name);
 
 // A moving result is a race: the same inputs must give bitwise the same output.

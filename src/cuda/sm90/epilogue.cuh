@@ -1,6 +1,7 @@
 // Epilogue: O (normalized in registers) and LSE to global memory.
 // Direct stores from the accumulator fragment: a quad writes 4 consecutive pairs of one row
-// (16 bytes for 16-bit outputs); rows past seq_q are clipped. 64-bit offsets.
+// (16 bytes for 16-bit outputs); rows at or past row_end (seq_q; ragged: the sequence's
+// end in the token dimension) are clipped. 64-bit offsets.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -14,11 +15,11 @@ namespace longattn::cuda::sm90 {
 
 template <int NO>
 __device__ __forceinline__ void store_o(const FwdParams& p, const float (&o)[NO], int64_t b,
-                                        int64_t h, int64_t row0, int lane) {
+                                        int64_t h, int64_t row0, int lane, int64_t row_end) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + 8 * half;
-    if (row >= p.seq_q) continue;
+    if (row >= row_end) continue;
     int64_t base = b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4);
     if (p.out_type == OutType::f32) {
       float* out = static_cast<float*>(p.out) + base;
@@ -42,12 +43,12 @@ __device__ __forceinline__ void store_o(const FwdParams& p, const float (&o)[NO]
 }
 
 __device__ __forceinline__ void store_lse(const FwdParams& p, const float (&lse)[2], int64_t b,
-                                          int64_t h, int64_t row0, int lane) {
+                                          int64_t h, int64_t row0, int lane, int64_t row_end) {
   if (p.lse == nullptr || lane % 4 != 0) return;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + 8 * half;
-    if (row < p.seq_q)
+    if (row < row_end)
       p.lse[b * p.lse_stride_b + h * p.lse_stride_h + row * p.lse_stride_s] = lse[half];
   }
 }

@@ -26,12 +26,17 @@
 namespace longattn::cuda::sm90 {
 
 // kFeat_: the feature kernel (sinks, softcap, windows, chunks as run-time predicates); the
-// dense kernels are instantiated with kFeat_ false and compile none of it.
-template <class T, int kHeadDim_, bool kCausalTile, int kVariant = 0, bool kFeat_ = false>
+// dense kernels are instantiated with kFeat_ false and compile none of it. kRagged_ (with
+// kFeat_): ragged batches / seqused_k, per-sequence starts and lengths read per tile.
+template <class T, int kHeadDim_, bool kCausalTile, int kVariant = 0, bool kFeat_ = false,
+          bool kRagged_ = false>
 struct KernelConfig {
   using Element = T;
   static constexpr bool kFeat = kFeat_;
-  static constexpr TileConfig kTile = kFeat_ ? feature_tile(kHeadDim_) : tile_config(kHeadDim_, kCausalTile, kVariant);
+  static constexpr bool kRagged = kFeat_ && kRagged_;
+  static constexpr TileConfig kTile = kRagged   ? ragged_tile(kHeadDim_)
+                                      : kFeat_ ? feature_tile(kHeadDim_)
+                                               : tile_config(kHeadDim_, kCausalTile, kVariant);
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
@@ -84,9 +89,26 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     const TileCoord tc = TileScheduler::decode(p, t);
     // Logit scale of the feature kernel (log2 units), the softcap folded in.
     const float sl2 = p.feat_scale_log2;
-    const TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat> mask(p, tc.m_block);
+    // Ragged kernel: this tile's sequence. A tile past its end visits no key block and
+    // stores nothing (all its rows are clipped); it still takes its Q load. NOTES: skipping
+    // it outright (`continue`, or a search loop for the next live tile) made the consumer
+    // spill on some tiles.
+    SeqCoord sc{0, 0, 0, 0};
+    if constexpr (Cfg::kRagged) sc = seq_coord(p, tc.b);
+    using Mask = TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat>;
+    const Mask mask = [&] {
+      if constexpr (Cfg::kRagged) {
+        return Mask(p, tc.m_block, sc);
+      } else {
+        return Mask(p, tc.m_block);
+      }
+    }();
+    const int64_t seq_q = Cfg::kRagged ? int64_t(sc.q_len) : p.seq_q;
     int64_t lo, hi;
-    mask.block_range(p.seq_q, &lo, &hi);
+    mask.block_range(seq_q, &lo, &hi);
+    if constexpr (Cfg::kRagged) {
+      if (int64_t(tc.m_block) * Cfg::kBlockM >= seq_q) lo = hi = 0;
+    }
     // Element masks: dense kernels on blocks j >= j_mask (key tail, causal diagonal); the
     // feature kernel on every block outside [ja, ja + width) (unsigned compare, 32-bit:
     // fewer live registers in the hdim-256 consumer).
@@ -95,7 +117,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     uint32_t width = 0;
     if constexpr (Cfg::kFeat) {
       int64_t a, b;
-      mask.unmasked_blocks(p.seq_q, &a, &b);
+      mask.unmasked_blocks(seq_q, &a, &b);
       ja = int32_t(a);
       width = b > a ? uint32_t(b - a) : 0u;
     }
@@ -199,9 +221,16 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       smx.finalize(p.scale_log2, inv, lse);
     }
     rescale_rows(o, inv);
-    const int64_t row = tc.m_block * Cfg::kBlockM + row0;
-    store_o(p, o, tc.b, tc.h, row, lane);
-    store_lse(p, lse, tc.b, tc.h, row, lane);
+    if constexpr (Cfg::kRagged) {  // rows of this sequence in the token dimension
+      const SeqCoord e = seq_coord(p, tc.b);  // re-read: not held in registers through the loop
+      const int64_t row = int64_t(e.q0) + tc.m_block * Cfg::kBlockM + row0;
+      store_o(p, o, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
+      store_lse(p, lse, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
+    } else {
+      const int64_t row = tc.m_block * Cfg::kBlockM + row0;
+      store_o(p, o, tc.b, tc.h, row, lane, p.seq_q);
+      store_lse(p, lse, tc.b, tc.h, row, lane, p.seq_q);
+    }
   }
 }
 
@@ -240,10 +269,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
         if (t < 0) break;
         const TileCoord tc = TileScheduler::decode(p, t);
-        const TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat> mask(p, tc.m_block);
-        int64_t lo, hi;
-        mask.block_range(p.seq_q, &lo, &hi);
-        prod.tile(tc.b, tc.h, tc.h / int32_t(p.group), tc.m_block, int32_t(lo), int32_t(hi));
+        if constexpr (Cfg::kRagged) {
+          const SeqCoord sc = seq_coord(p, tc.b);
+          const TileMask<Cfg::kBlockM, Cfg::kBlockN, true> mask(p, tc.m_block, sc);
+          int64_t lo, hi;
+          mask.block_range(sc.q_len, &lo, &hi);
+          if (tc.m_block * Cfg::kBlockM >= sc.q_len) lo = hi = 0;  // past the sequence (see consumer)
+          // Ragged q / k: token-row coordinates from the sequence start, TMA batch 0.
+          prod.tile_rows(p.cu_seqlens_q ? 0 : tc.b, p.cu_seqlens_k ? 0 : tc.b, tc.h, tc.h / int32_t(p.group),
+                         sc.q0 + tc.m_block * Cfg::kBlockM, sc.k0, int32_t(lo), int32_t(hi));
+        } else {
+          const TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat> mask(p, tc.m_block);
+          int64_t lo, hi;
+          mask.block_range(p.seq_q, &lo, &hi);
+          prod.tile(tc.b, tc.h, tc.h / int32_t(p.group), tc.m_block, int32_t(lo), int32_t(hi));
+        }
       }
     }
   } else {

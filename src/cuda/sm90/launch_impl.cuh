@@ -44,7 +44,10 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
                        t04 = tile_config(kHeadDim, false, 4), t05 = tile_config(kHeadDim, false, 5);
   // Sinks, softcap, windows, chunks: one feature kernel per (dtype, head dim), on
   // feature_tile (the tile variant switch does not apply).
-  if (a.features) return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true>>(a);
+  if (a.features) {
+    if (a.ragged) return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true>>(a);
+    return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true>>(a);
+  }
   // Each distinct tile is instantiated once; (causal, variant) picks one at run time.
   const TileConfig want = tile_config(kHeadDim, a.p.causal, a.tile_variant);
   if (want == t00) return launch_cfg<KernelConfig<T, kHeadDim, false, 0>>(a);

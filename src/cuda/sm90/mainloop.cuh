@@ -46,6 +46,37 @@ struct Producer {
                      int32_t(n_block * Cfg::kBlockN), 0, int32_t(hk), int32_t(b));
     vs.advance();
   }
+  // Feature kernel (ragged rows): the same loads at explicit token-row coordinates.
+  __device__ void load_q_row(int32_t b, int32_t h, int32_t row) {
+    ptx::mbar_wait(sm.q_empty(qs.stage), qs.phase ^ 1u);
+    ptx::mbar_arrive_expect_tx(sm.q_full(qs.stage), Smem::kQBytes);
+    ptx::tma_load_5d(sm.q(qs.stage), tm_q, sm.q_full(qs.stage), 0, row, 0, h, b);
+    qs.advance();
+  }
+  __device__ void load_k_row(int32_t b, int32_t hk, int32_t row) {
+    ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);
+    ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKVBytes);
+    ptx::tma_load_5d(sm.k(ks.stage), tm_k, sm.k_full(ks.stage), 0, row, 0, hk, b);
+    ks.advance();
+  }
+  __device__ void load_v_row(int32_t b, int32_t hk, int32_t row) {
+    ptx::mbar_wait(sm.v_empty(vs.stage), vs.phase ^ 1u);
+    ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kKVBytes);
+    ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), 0, row, 0, hk, b);
+    vs.advance();
+  }
+  __device__ void tile_rows(int32_t qb, int32_t kb, int32_t h, int32_t hk, int32_t q_row, int32_t k0,
+                            int32_t lo, int32_t hi) {
+    load_q_row(qb, h, q_row);
+    if (hi <= lo) return;
+    load_k_row(kb, hk, k0 + (hi - 1) * Cfg::kBlockN);
+    for (int32_t j = hi - 2; j >= lo; --j) {
+      load_k_row(kb, hk, k0 + j * Cfg::kBlockN);
+      load_v_row(kb, hk, k0 + (j + 1) * Cfg::kBlockN);
+    }
+    load_v_row(kb, hk, k0 + lo * Cfg::kBlockN);
+  }
+
   // All loads of one tile, in the consumers' order.
   __device__ void tile(int32_t b, int32_t h, int32_t hk, int32_t m_block, int32_t lo, int32_t hi) {
     load_q(b, h, m_block);

@@ -15,12 +15,32 @@
 // Host and device (the host tests check the bounds and the element mask against
 // mask_rule.h); on the device exactly the plain __device__ functions they were.
 #if defined(__CUDACC__)
-#define LONGATTN_MASK_FN __host__ __device__
+#define LONGATTN_MASK_FN __host__ __device__ inline
 #else
 #define LONGATTN_MASK_FN inline
 #endif
 
 namespace longattn::cuda::sm90 {
+
+// One sequence of a (possibly ragged) batch: first q row / key row in the tensors' token
+// dimension and the lengths (seqused_k applied). Dense: 0, seq_q, 0, seq_k.
+struct SeqCoord {
+  int32_t q0, q_len, k0, k_len;
+};
+
+LONGATTN_MASK_FN SeqCoord seq_coord(const FwdParams& p, int32_t b) {
+  SeqCoord s{0, int32_t(p.seq_q), 0, int32_t(p.seq_k)};
+  if (p.cu_seqlens_q) {
+    s.q0 = p.cu_seqlens_q[b];
+    s.q_len = p.cu_seqlens_q[b + 1] - s.q0;
+  }
+  if (p.cu_seqlens_k) {
+    s.k0 = p.cu_seqlens_k[b];
+    s.k_len = p.cu_seqlens_k[b + 1] - s.k0;
+  }
+  if (p.seqused_k) s.k_len = p.seqused_k[b];
+  return s;
+}
 
 template <int kBlockM, int kBlockN, bool kWindow = false>
 struct TileMask {
@@ -31,6 +51,7 @@ struct TileMask {
   // 2 (seq_q + seq_k) < 2^31 and clamps windows and chunks to seq_q + seq_k, so positions,
   // bounds and their sums fit (the producer runs on 24-32 registers).
   int32_t wl = -1, wr = -1, chunk = 0;
+  int32_t pos0 = 0, sk = 0;  // kWindow: key position of the tile's first row; key count
 
   LONGATTN_MASK_FN TileMask(const FwdParams& p, int64_t m_block)
       : seq_k(p.seq_k), offset(p.causal_offset), m0(m_block * kBlockM), causal(p.causal) {
@@ -38,14 +59,25 @@ struct TileMask {
       wl = int32_t(p.window_left);
       wr = int32_t(p.window_right);
       chunk = p.chunk;
+      pos0 = int32_t(m0 + offset);
+      sk = int32_t(seq_k);
     }
+  }
+
+  // kWindow: one sequence of a ragged batch (its key count and alignment offset).
+  LONGATTN_MASK_FN TileMask(const FwdParams& p, int64_t m_block, const SeqCoord& sc)
+      : TileMask(p, m_block) {
+    seq_k = sc.k_len;
+    if (p.offset_per_seq) offset = int64_t(sc.k_len) - sc.q_len;
+    pos0 = int32_t(m0 + offset);
+    sk = sc.k_len;
   }
 
   // kWindow: keys [lo, hi) visible to key position `pos` (mask_rule.h visible_range, without
   // the final clamp: hi < lo means none). Both bounds are non-decreasing in pos, so a tile's
   // first and last rows bound every row between them.
   LONGATTN_MASK_FN void row_limits(int32_t pos, int32_t* lo, int32_t* hi) const {
-    int32_t l = 0, h = int32_t(seq_k);
+    int32_t l = 0, h = sk;
     if (causal && pos + 1 < h) h = pos + 1;
     if (wl >= 0 && pos - wl > l) l = pos - wl;
     if (wr >= 0 && pos + wr + 1 < h) h = pos + wr + 1;
@@ -61,7 +93,7 @@ struct TileMask {
   }
 
   // First and last key positions of the tile's rows that exist (kWindow).
-  LONGATTN_MASK_FN int32_t first_pos() const { return int32_t(m0 + offset); }
+  LONGATTN_MASK_FN int32_t first_pos() const { return pos0; }
   LONGATTN_MASK_FN int32_t last_pos(int64_t seq_q) const {
     return int32_t((m0 + kBlockM < seq_q ? m0 + kBlockM : seq_q) - 1 + offset);
   }

@@ -44,6 +44,14 @@ struct FwdParams {
   // the host to <= seq_q + seq_k (same visibility) so positions divide in 32 bits.
   int64_t window_left = -1, window_right = -1;
   int32_t chunk = 0;
+  // Ragged batches (feature kernel): device int32 metadata, null when dense. seq_q / seq_k
+  // are then the maxima (Args max_seqlen_q/k); q/k/v/out rows of sequence b start at
+  // cu_seqlens[b] (TMA batch coordinate 0). offset_per_seq: bottom-right masks, so each
+  // sequence's offset is its own k_len - q_len (causal_offset holds the dense one).
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  const int32_t* seqused_k = nullptr;
+  int32_t offset_per_seq = 0;
 };
 
 }  // namespace longattn::cuda::sm90

@@ -56,8 +56,15 @@ constexpr TileConfig tile_config(int head_dim, bool causal, int variant = 0) {
 // consumer holds a little more than the dense one; NOTES: the window element mask spilled on
 // hdim 64 (28 bytes) and 256 (4 bytes) until it became one unsigned compare per element
 // (mask.cuh) and its arithmetic 32-bit.
-constexpr TileConfig feature_tile(int head_dim) {
-  return tile_config(head_dim, true, 0);
+constexpr TileConfig feature_tile(int head_dim) { return tile_config(head_dim, true, 0); }
+
+// The ragged feature kernel's tile (kernel.cuh kRagged: per-sequence starts and lengths read
+// per tile). NOTES: on the hdim-64 (192 x 128 at 160 registers) and hdim-256 (128 x 80 at
+// 240) tiles its consumer spilled 8 / 4 bytes; these have room.
+constexpr TileConfig ragged_tile(int head_dim) {
+  if (head_dim <= 64) return {128, 128, 2, 2, 32, 232, 2};
+  if (head_dim <= 128) return tile_config(head_dim, true, 0);
+  return {128, 64, 2, 2, 24, 240, 1, false};
 }
 
 // The variant the table picks for a problem: short non-causal hdim-128 problems run the
