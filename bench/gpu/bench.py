@@ -67,7 +67,20 @@ class LongAttn:
         g.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] + [ctypes.c_int64] * 6 + \
             [ctypes.c_int, ctypes.c_float, ctypes.c_float, ctypes.c_void_p] + [ctypes.c_int64] * 3 + \
             [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+        r = self.lib.longattn_bench_forward_ragged
+        r.restype = ctypes.c_int
+        r.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 6 + [ctypes.c_int, ctypes.c_void_p,
+                                                                     ctypes.c_char_p, ctypes.c_int]
         self.err = ctypes.create_string_buffer(512)
+
+    def ragged(self, q, k, v, out, cu, max_len, causal):
+        total, hq, d = q.shape
+        st = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.longattn_bench_forward_ragged(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                                                    cu.data_ptr(), cu.numel() - 1, total, max_len, hq,
+                                                    k.shape[1], d, int(causal), st, self.err, 512)
+        if rc != 0:
+            raise RuntimeError(self.err.value.decode())
 
     def ex(self, q, k, v, out, causal, softcap=0.0, sinks=None, wl=-1, wr=-1, chunk=0):
         b, sq, hq, d = q.shape
@@ -238,6 +251,46 @@ def run_feature_shape(la, b, s, h, d, causal, cfgs, l2_bytes):
     return rows
 
 
+def ragged_rows(la, causal, l2_bytes):
+    """64 sequences of 100..8k tokens (packed, one call) against dense batches of seq 4096
+    with about the same tokens; TFLOP/s on visible pairs."""
+    rng = random.Random(11)
+    lens = [rng.randint(100, 8192) for _ in range(64)]
+    total, h, d = sum(lens), 16, 128
+    cu = torch.tensor([0] + list(__import__("itertools").accumulate(lens)), dtype=torch.int32, device="cuda")
+    pairs = sum(visible_pairs_mask(n, n, causal) for n in lens)
+    gen = torch.Generator(device="cuda").manual_seed(77)
+    nsets = 2
+    rs = [tuple(torch.randn(total, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
+          for _ in range(nsets)]
+    bd = max(1, round(total / 4096))
+    ds = [tuple(torch.randn(bd, 4096, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
+          for _ in range(nsets)]
+
+    def fr(i):
+        q, k, v, o = rs[i]
+        la.ragged(q, k, v, o, cu, max(lens), causal)
+
+    def fd(i):
+        q, k, v, o = ds[i]
+        la.ex(q, k, v, o, causal)
+    rs[0][3].fill_(float("nan"))
+    fr(0)
+    torch.cuda.synchronize()
+    if torch.isnan(rs[0][3]).any().item():
+        print("  ragged: NaN in the output (unwritten?)", file=sys.stderr)
+    ms = time_interleaved({"ragged": fr, "dense": fd}, nsets)
+    fl_r = 4.0 * h * d * pairs
+    fl_d = 4.0 * bd * h * d * visible_pairs_mask(4096, 4096, causal)
+    out = [{"b": 64, "seq": total, "h": h, "d": d, "causal": causal, "variant": "ragged 64 x 100..8k",
+            "ms": ms["ragged"], "tflops": fl_r / ms["ragged"] / 1e9},
+           {"b": bd, "seq": 4096, "h": h, "d": d, "causal": causal, "variant": f"dense {bd} x 4096",
+            "ms": ms["dense"], "tflops": fl_d / ms["dense"] / 1e9}]
+    del rs, ds
+    torch.cuda.empty_cache()
+    return out
+
+
 def features_main(args, la, props, l2):
     both = {"softcap": 30.0, "sinks": True}
     mufu = ("sinks+softcap, every exp2 on MUFU", {**both, "poly": "0"})
@@ -258,11 +311,21 @@ def features_main(args, la, props, l2):
             print(f"  d{d} seq {s:5d} {'causal' if c else 'full  '} {r['variant']:32s} {r['ms']:8.3f} ms "
                   f"{r['tflops']:6.1f} TFLOP/s  x{r['vs_plain']:.3f}", flush=True)
         rows.extend(rs)
+    for c in (False, True):
+        try:
+            rr = ragged_rows(la, c, l2)
+            for r in rr:
+                r["vs_plain"] = r["tflops"] / rr[1]["tflops"]
+                print(f"  d128 {'causal' if c else 'full  '} {r['variant']:32s} {r['ms']:8.3f} ms "
+                      f"{r['tflops']:6.1f} TFLOP/s  x{r['vs_plain']:.3f}", flush=True)
+            rows.extend(rr)
+        except Exception as ex:
+            print(f"  ragged rows failed: {ex}", file=sys.stderr)
     with open(os.path.join(args.out, "bench_features.json"), "w") as fh:
         json.dump({"device": props.name, "rows": rows}, fh, indent=1)
     print(f"\n{props.name} -- issue-5 features, TFLOP/s on visible (query, key) pairs, bf16, "
           "interleaved with the same shape without the feature (plain)")
-    print("| hdim | batch x seq | mask | variant | ms | TFLOP/s | vs plain |")
+    print("| hdim | batch x seq | mask | variant | ms | TFLOP/s | vs plain (ragged: vs dense) |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['d']} | {r['b']} x {r['seq']} | {'causal' if r['causal'] else 'full'} | {r['variant']} | "

@@ -74,4 +74,28 @@ int longattn_bench_forward_ex(void* q, void* k, void* v, void* out, void* lse, i
   copy_err(s, err, err_len);
   return 1;
 }
+
+/// Ragged batch (packed (total, heads, dim) q/k/v/out, device int32 cu_seqlens of length
+/// batch+1 shared by q and k), on the CUDA backend.
+int longattn_bench_forward_ragged(void* q, void* k, void* v, void* out, void* cu_seqlens, int64_t batch,
+                                  int64_t total, int64_t max_len, int64_t heads_q, int64_t heads_kv,
+                                  int64_t dim, int causal, void* stream, char* err, int err_len) {
+  using namespace longattn;
+  const Device g{DeviceKind::cuda, 0};
+  Args a;
+  a.q = make_tensor(q, DType::bf16, {total, heads_q, dim}, g);
+  a.k = make_tensor(k, DType::bf16, {total, heads_kv, dim}, g);
+  a.v = make_tensor(v, DType::bf16, {total, heads_kv, dim}, g);
+  a.out = make_tensor(out, DType::bf16, {total, heads_q, dim}, g);
+  a.cu_seqlens_q = make_tensor(cu_seqlens, DType::i32, {batch + 1}, g);
+  a.cu_seqlens_k = a.cu_seqlens_q;
+  a.max_seqlen_q = a.max_seqlen_k = max_len;
+  a.mask.causal = causal != 0;
+  a.backend = Backend::cuda;
+  a.stream = stream;
+  Status s = forward(a);
+  if (s.ok()) return 0;
+  copy_err(s, err, err_len);
+  return 1;
+}
 }

@@ -49,7 +49,7 @@ for st in $STAGES; do
       tail -17 "$OUT/bench.log" ;;
     fbench)
       PYTHONUNBUFFERED=1 run fbench python3 bench/gpu/bench.py --features --lib "$BIN/liblongattn_capi.so" --out "$OUT"
-      tail -22 "$OUT/fbench.log" ;;
+      tail -32 "$OUT/fbench.log" ;;
     seqbench)
       PYTHONUNBUFFERED=1 run seqbench python3 bench/gpu/bench.py --sequential --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -17 "$OUT/seqbench.log" ;;
