@@ -140,7 +140,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       if (p.sinks) smx.init_sink(p.sinks[tc.h * p.sinks_stride] * p.sink_to_raw, lane);
     }
     float factor[2];
-    // Feature kernel with softcap: half the exp2s on the FMA pipe (softmax.cuh). Not for
+    // Feature kernel with softcap and LONGATTN_SOFTCAP_POLY=1: half the exp2s on the FMA pipe
+    // (softmax.cuh; off by default, slower). Not for
     // hdim 256: its consumer spilled (8 bytes), and with twice the GEMM work per logit its
     // MUFU is not the limit (softcap at 0.90x of plain, H200).
     auto softmax_update = [&](float(&s)[kNS]) -> bool {

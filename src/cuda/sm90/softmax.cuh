@@ -36,8 +36,10 @@ struct OnlineSoftmax {
 
   // Turns S into P in place; returns the per-row O rescale factors; `rescale` tells whether
   // any factor in the warp differs from 1.
-  // kPolyHalf (feature kernel with softcap): odd column groups take exp2 on the FMA pipe
-  // (ptx::exp2_poly) so the MUFU carries tanh + half the exp2s.
+  // kPolyHalf (feature kernel with softcap, LONGATTN_SOFTCAP_POLY=1 only): odd column groups
+  // take exp2 on the FMA pipe (ptx::exp2_poly) so the MUFU carries tanh + half the exp2s.
+  // NOTES: slower than all-MUFU on H200 (hdim 128: 0.69x vs 0.73x of plain; hdim 64: 0.55x
+  // vs 0.64x): the extra FMA-pipe work lands on the softmax critical path.
   template <bool kPolyHalf = false, int NS>
   __device__ bool update(float (&s)[NS], float scale_log2, float threshold, float (&factor)[2]) {
     bool any = false;
