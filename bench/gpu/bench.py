@@ -71,7 +71,21 @@ class LongAttn:
         r.restype = ctypes.c_int
         r.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 6 + [ctypes.c_int, ctypes.c_void_p,
                                                                      ctypes.c_char_p, ctypes.c_int]
+        pg = self.lib.longattn_bench_forward_paged
+        pg.restype = ctypes.c_int
+        pg.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 8 + [ctypes.c_int, ctypes.c_void_p,
+                                                                     ctypes.c_char_p, ctypes.c_int]
         self.err = ctypes.create_string_buffer(512)
+
+    def paged(self, q, kp, vp, out, pt, causal, used=None):
+        b, sq, hq, d = q.shape
+        st = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.longattn_bench_forward_paged(q.data_ptr(), kp.data_ptr(), vp.data_ptr(), out.data_ptr(),
+                                                   pt.data_ptr(), used.data_ptr() if used is not None else None,
+                                                   b, sq, kp.shape[0], kp.shape[1], pt.shape[1], hq, kp.shape[2], d,
+                                                   int(causal), st, self.err, 512)
+        if rc != 0:
+            raise RuntimeError(self.err.value.decode())
 
     def ragged(self, q, k, v, out, cu, max_len, causal):
         total, hq, d = q.shape
@@ -291,6 +305,64 @@ def ragged_rows(la, causal, l2_bytes):
     return out
 
 
+def paged_rows(la, causal, l2_bytes, page_sizes=(128, 256, 1024)):
+    """Paged K/V (shuffled page table over a pool with spare pages) against the same shape
+    dense, interleaved on the same values (the pages hold the dense K/V rows permuted), plus
+    the max |paged - dense| output difference. hdim 128, 4 x 8192, 16 heads."""
+    b, s, h, d = 4, 8192, 16, 128
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    q = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+    od = torch.empty_like(q)
+    fns = {"dense": lambda i: la.ex(q, k, v, od, causal)}
+    outs = {}
+    for ps in page_sizes:
+        mp = s // ps
+        npg = b * mp + 7
+        perm = torch.randperm(npg, generator=torch.Generator().manual_seed(ps))[: b * mp]
+        pt = perm.view(b, mp).to(torch.int32).cuda()
+        kp = torch.zeros(npg, ps, h, d, device="cuda", dtype=torch.bfloat16)
+        vp = torch.zeros_like(kp)
+        kp[perm.cuda()] = k.reshape(b * mp, ps, h, d)
+        vp[perm.cuda()] = v.reshape(b * mp, ps, h, d)
+        op = torch.full_like(q, float("nan"))
+        outs[ps] = op
+        fns[f"paged {ps}"] = (lambda i, kp=kp, vp=vp, op=op, pt=pt: la.paged(q, kp, vp, op, pt, causal))
+    for f in fns.values():
+        f(0)
+    torch.cuda.synchronize()
+    diffs = {ps: (o.float() - od.float()).abs().max().item() for ps, o in outs.items()}
+    ms = time_interleaved(fns, 1)
+    fl = 4.0 * b * h * d * visible_pairs_mask(s, s, causal)
+    rows = []
+    for name, t in ms.items():
+        ps = int(name.split()[1]) if name != "dense" else 0
+        rows.append({"b": b, "seq": s, "h": h, "d": d, "causal": causal,
+                     "variant": name if ps == 0 else f"paged, page {ps} (max |diff| vs dense {diffs[ps]:.1e})",
+                     "ms": t, "tflops": fl / t / 1e9, "vs_plain": ms["dense"] / t})
+    del fns, outs
+    torch.cuda.empty_cache()
+    return rows
+
+
+def paged_main(args, la, props, l2):
+    rows = []
+    for c in (False, True):
+        for r in paged_rows(la, c, l2):
+            print(f"  d128 {'causal' if c else 'full  '} {r['variant']:48s} {r['ms']:8.3f} ms "
+                  f"{r['tflops']:6.1f} TFLOP/s  x{r['vs_plain']:.3f}", flush=True)
+            rows.append(r)
+    with open(os.path.join(args.out, "bench_paged.json"), "w") as fh:
+        json.dump({"device": props.name, "rows": rows}, fh, indent=1)
+    print(f"\n{props.name} -- paged K/V vs dense, bf16, interleaved")
+    print("| hdim | batch x seq | mask | variant | ms | TFLOP/s | vs dense |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['d']} | {r['b']} x {r['seq']} | {'causal' if r['causal'] else 'full'} | {r['variant']} | "
+              f"{r['ms']:.3f} | {r['tflops']:.0f} | {r['vs_plain']:.2f} |")
+
+
 def features_main(args, la, props, l2):
     both = {"softcap": 30.0, "sinks": True}
     mufu = ("sinks+softcap, every exp2 on MUFU", {**both, "poly": "0"})
@@ -321,6 +393,11 @@ def features_main(args, la, props, l2):
             rows.extend(rr)
         except Exception as ex:
             print(f"  ragged rows failed: {ex}", file=sys.stderr)
+    for c in (False, True):
+        try:
+            rows.extend(paged_rows(la, c, l2))
+        except Exception as ex:
+            print(f"  paged rows failed: {ex}", file=sys.stderr)
     with open(os.path.join(args.out, "bench_features.json"), "w") as fh:
         json.dump({"device": props.name, "rows": rows}, fh, indent=1)
     print(f"\n{props.name} -- issue-5 features, TFLOP/s on visible (query, key) pairs, bf16, "
@@ -338,6 +415,7 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--features", action="store_true", help="only the issue-5 feature rows")
+    ap.add_argument("--paged", action="store_true", help="only the paged K/V rows (vs dense)")
     ap.add_argument("--sequential", action="store_true",
                     help="time each implementation back to back (cuDNN first) instead of interleaved")
     args = ap.parse_args()
@@ -347,6 +425,9 @@ def main():
           f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     la = LongAttn(args.lib)
+    if args.paged:
+        paged_main(args, la, props, l2)
+        return
     if args.features:
         features_main(args, la, props, l2)
         return

@@ -98,4 +98,29 @@ int longattn_bench_forward_ragged(void* q, void* k, void* v, void* out, void* cu
   copy_err(s, err, err_len);
   return 1;
 }
+
+/// Paged K/V (bf16): dense q / out (batch, seq_q, heads_q, dim), k / v pages (num_pages,
+/// page_size, heads_kv, dim), device int32 page table (batch, max_pages), optional device
+/// int32 seqused_k (batch; null: every sequence holds max_pages * page_size keys).
+int longattn_bench_forward_paged(void* q, void* k, void* v, void* out, void* page_table, void* seqused_k,
+                                 int64_t batch, int64_t seq_q, int64_t num_pages, int64_t page_size,
+                                 int64_t max_pages, int64_t heads_q, int64_t heads_kv, int64_t dim, int causal,
+                                 void* stream, char* err, int err_len) {
+  using namespace longattn;
+  const Device g{DeviceKind::cuda, 0};
+  Args a;
+  a.q = make_tensor(q, DType::bf16, {batch, seq_q, heads_q, dim}, g);
+  a.k = make_tensor(k, DType::bf16, {num_pages, page_size, heads_kv, dim}, g);
+  a.v = make_tensor(v, DType::bf16, {num_pages, page_size, heads_kv, dim}, g);
+  a.out = make_tensor(out, DType::bf16, {batch, seq_q, heads_q, dim}, g);
+  a.page_table = make_tensor(page_table, DType::i32, {batch, max_pages}, g);
+  if (seqused_k) a.seqused_k = make_tensor(seqused_k, DType::i32, {batch}, g);
+  a.mask.causal = causal != 0;
+  a.backend = Backend::cuda;
+  a.stream = stream;
+  Status s = forward(a);
+  if (s.ok()) return 0;
+  copy_err(s, err, err_len);
+  return 1;
+}
 }

@@ -98,7 +98,6 @@ cudaError_t dispatch_dim(int64_t d, const LaunchArgs& la) {
 
 Status cuda_forward(const Args& a, const Problem& p) {
   // What the kernel cannot serve yet (issue 5 adds these).
-  if (p.kv == KvLayout::paged) return not_yet("paged K/V (page_table)");
   if (p.fp8) return not_yet("fp8 (e4m3) inputs");
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
   if (p.dim_qk != p.dim_v) return not_yet("dim_qk != dim_v");
@@ -107,9 +106,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
     return not_yet(std::string("out dtype ") + dtype_name(p.out_dtype));
   if (p.device.kind != DeviceKind::cuda) return Status::Invalid("q: must be a CUDA tensor for the CUDA backend");
 
-  const char* names[] = {"q", "k", "v", "out", "lse", "sinks"};
-  const Tensor* ts[] = {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.sinks};
-  for (int i = 0; i < 6; ++i)
+  const char* names[] = {"q", "k", "v", "out", "lse", "sinks", "page_table"};
+  const Tensor* ts[] = {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.sinks, &a.page_table};
+  for (int i = 0; i < 7; ++i)
     if (Status s = check_device(names[i], *ts[i], p); !s.ok()) return s;
   for (int i = 0; i < 3; ++i)
     if (Status s = check_tma_operand(names[i], *ts[i]); !s.ok()) return s;
@@ -143,7 +142,8 @@ Status cuda_forward(const Args& a, const Problem& p) {
   const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
   // Sinks, softcap, windows and chunks run the feature kernel (tile_size.h feature_tile);
   // the dense kernels stay as they were.
-  const bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k;
+  const bool paged = p.kv == KvLayout::paged;
+  const bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged;
   const bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged;
   // The feature kernel's mask arithmetic is 32-bit (mask.cuh).
   if (features && 2 * (p.max_seq_q + p.max_seq_k) > INT32_MAX - 4096)
@@ -153,9 +153,37 @@ Status cuda_forward(const Args& a, const Problem& p) {
                            : (tv && tv[0] >= '1' && tv[0] <= '5' && !tv[1])
                                ? tv[0] - '0'
                                : cuda::sm90::default_variant(int(p.dim_qk), causal, p.max_seq_k);
-  const cuda::sm90::TileConfig tc = ragged     ? cuda::sm90::ragged_tile(int(p.dim_qk))
+  const cuda::sm90::TileConfig tc = paged      ? cuda::sm90::paged_tile(int(p.dim_qk))
+                                    : ragged   ? cuda::sm90::ragged_tile(int(p.dim_qk))
                                     : features ? cuda::sm90::feature_tile(int(p.dim_qk))
                                                : cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
+  // Paged K/V: the TMA path needs whole K/V tiles inside one page, and (producer registers,
+  // mainloop.cuh tile_paged) a power-of-two number of tiles per page.
+  int page_shift = 0;
+  if (paged) {
+    const int64_t per = p.page_size / tc.block_n;
+    while ((int64_t(1) << page_shift) < per) ++page_shift;
+    if (p.page_size % tc.block_n != 0 || (int64_t(1) << page_shift) != per)
+      return not_yet("page_table: page size " + std::to_string(p.page_size) + " (head dim " +
+                     std::to_string(p.dim_qk) + " needs " + std::to_string(tc.block_n) +
+                     " x a power of two; the gather path for other page sizes is future work)");
+    if ((p.batch - 1) * a.page_table.stride[0] + p.max_pages > INT32_MAX)
+      return not_yet("page_table: 2^31 or more entries");
+  }
+  if (paged && a.page_table.stride[1] != 1 && p.max_pages > 1)
+    return not_yet("page_table: a non-contiguous row (stride[1] != 1)");
+  if (paged && (p.num_pages > INT32_MAX || p.page_size > INT32_MAX / 2))
+    return not_yet("page_table: 2^31 or more pages or keys per page");
+  if (paged && a.check_page_table && !p.meta_on_host) {
+    int64_t bad[3];
+    if (cudaError_t e = cuda::check_page_table(a.page_table, a.seqused_k, p.page_size, p.num_pages, stream, bad);
+        e != cudaSuccess)
+      return cuda_error("page table check", e);
+    if (bad[0] >= 0)
+      return Status::Invalid("page_table: entry [" + std::to_string(bad[0]) + ", " + std::to_string(bad[1]) +
+                             "] = " + std::to_string(bad[2]) + " outside [0, " + std::to_string(p.num_pages) +
+                             ") pages of k");
+  }
   const CUtensorMapDataType dt =
       p.in_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 
@@ -233,11 +261,18 @@ Status cuda_forward(const Args& a, const Problem& p) {
     if (p.has_seqused_k) fp.seqused_k = static_cast<const int32_t*>(a.seqused_k.data);
     fp.offset_per_seq = (p.mask.any() && !p.mask.top_left) ? 1 : 0;
   }
+  if (paged) {
+    fp.page_table = static_cast<const int32_t*>(a.page_table.data);
+    fp.pt_stride_b = a.page_table.stride[0];
+    fp.page_size = int32_t(p.page_size);
+    fp.page_shift = page_shift;
+  }
   la.num_sms = guard.num_sms();
   la.stream = stream;
   la.tile_variant = tile_variant;
   la.features = features;
   la.ragged = ragged;
+  la.paged = paged;
 
   fp.pingpong = !env_is("LONGATTN_PINGPONG", "0");
   // Causal L2 sections (schedule_rule.h). LONGATTN_SECTIONS=0 disables them (one

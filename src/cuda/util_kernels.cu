@@ -110,6 +110,60 @@ cudaError_t launch_fill_empty(const Tensor& out, const Tensor& lse, const Tensor
   return cudaGetLastError();
 }
 
+namespace {
+// One thread per sequence (batch is small next to the attention work; a debug path).
+__global__ void check_page_table_kernel(const int32_t* pt, int64_t sb, int64_t sp, int64_t batch,
+                                        int64_t max_pages, const int32_t* used, int64_t su,
+                                        int64_t page_size, int64_t num_pages,
+                                        unsigned long long* first_bad) {
+  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= batch) return;
+  int64_t keys = max_pages * page_size;
+  if (used) keys = used[b * su];
+  const int64_t pages = keys <= 0 ? 0 : (keys + page_size - 1) / page_size;
+  for (int64_t i = 0; i < pages && i < max_pages; ++i) {
+    const int32_t e = pt[b * sb + i * sp];
+    if (e < 0 || e >= num_pages) {
+      // Lowest (b, i) wins: b and i fit 32 bits each (int32 tensor extents).
+      atomicMin(first_bad, (static_cast<unsigned long long>(b) << 32) | static_cast<unsigned long long>(i));
+      return;
+    }
+  }
+}
+}  // namespace
+
+cudaError_t check_page_table(const Tensor& pt, const Tensor& used, int64_t page_size, int64_t num_pages,
+                             cudaStream_t stream, int64_t bad_host[3]) {
+  bad_host[0] = -1;
+  unsigned long long* d = nullptr;
+  cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&d), sizeof(*d), stream);
+  if (e != cudaSuccess) return e;
+  const unsigned long long none = ~0ull;
+  unsigned long long h = none;
+  e = cudaMemcpyAsync(d, &none, sizeof(none), cudaMemcpyHostToDevice, stream);
+  const int64_t batch = pt.shape[0];
+  if (e == cudaSuccess && batch > 0) {
+    check_page_table_kernel<<<unsigned((batch + 127) / 128), 128, 0, stream>>>(
+        static_cast<const int32_t*>(pt.data), pt.stride[0], pt.stride[1], batch, pt.shape[1],
+        static_cast<const int32_t*>(used.data), used.present() ? used.stride[0] : 0, page_size, num_pages, d);
+    e = cudaGetLastError();
+  }
+  if (e == cudaSuccess) e = cudaMemcpyAsync(&h, d, sizeof(h), cudaMemcpyDeviceToHost, stream);
+  const cudaError_t f = cudaFreeAsync(d, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  if (e == cudaSuccess) e = f;
+  if (e != cudaSuccess) return e;
+  if (h != none) {
+    bad_host[0] = int64_t(h >> 32);
+    bad_host[1] = int64_t(h & 0xffffffffull);
+    int32_t entry = 0;
+    e = cudaMemcpy(&entry, static_cast<const int32_t*>(pt.data) + bad_host[0] * pt.stride[0] + bad_host[1] * pt.stride[1],
+                   sizeof(entry), cudaMemcpyDeviceToHost);
+    bad_host[2] = entry;
+  }
+  return e;
+}
+
 cudaError_t launch_combine(const CombineArgs& a, cudaStream_t stream) {
   View4 op = view(a.out_partial), lp = view(a.lse_partial), out = view(a.out);
   View4 l = a.lse.present() ? view(a.lse) : View4{nullptr, DType::f32, {1, 1, 1, 1}, {}};

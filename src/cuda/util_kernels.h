@@ -14,6 +14,13 @@ namespace longattn::cuda {
 cudaError_t launch_fill_empty(const Tensor& out, const Tensor& lse, const Tensor& sinks,
                               cudaStream_t stream);
 
+// Args::check_page_table: scans the page-table entries each sequence reads (the first
+// ceil(keys / page_size), keys = seqused_k[b] or max_pages * page_size) and writes the first
+// bad one as (b, i, entry) to *bad_host (b = -1: all in [0, num_pages)). Synchronizes
+// `stream` (a debug check).
+cudaError_t check_page_table(const Tensor& page_table, const Tensor& seqused_k, int64_t page_size,
+                             int64_t num_pages, cudaStream_t stream, int64_t bad_host[3]);
+
 // longattn::combine on device tensors (validated shapes).
 cudaError_t launch_combine(const CombineArgs& a, cudaStream_t stream);
 

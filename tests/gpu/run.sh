@@ -4,8 +4,8 @@
 # BIN_DIR holds prebuilt test_gpu_primitives, test_gpu_forward and liblongattn_capi.so (built
 # elsewhere with -cudart static); without it everything is built here into build-gpu.
 # STAGES (env) picks what runs: any of "prim fwd san bench seqbench fbench" (default: all but
-# seqbench, the back-to-back timing variant of the benchmark, and fbench, the issue-5 feature
-# rows). FWD_FILTER (env) narrows the forward tests (a gtest filter). Logs go to $OUT.
+# seqbench, the back-to-back timing variant of the benchmark, fbench, the issue-5 feature
+# rows, pbench, the paged K/V rows alone, and psan, memcheck on small paged cases). FWD_FILTER (env) narrows the forward tests (a gtest filter). Logs go to $OUT.
 set -u
 OUT=${OUT:-/tmp/longattn-gpu}
 mkdir -p "$OUT"
@@ -50,6 +50,12 @@ for st in $STAGES; do
     fbench)
       PYTHONUNBUFFERED=1 run fbench python3 bench/gpu/bench.py --features --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -32 "$OUT/fbench.log" ;;
+    psan)
+      PF='Paged/GpuPaged.MatchesReference/b3_sq200_sk450_h4x2_d256_page64_s6:Paged/GpuPaged.MatchesReference/b4_sq300_sk600_h4x2_d128_page128_s9:GpuPagedCheck.*:GpuPagedRefusal.*'
+      run memcheck_paged compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$PF" ;;
+    pbench)
+      PYTHONUNBUFFERED=1 run pbench python3 bench/gpu/bench.py --paged --lib "$BIN/liblongattn_capi.so" --out "$OUT"
+      tail -12 "$OUT/pbench.log" ;;
     seqbench)
       PYTHONUNBUFFERED=1 run seqbench python3 bench/gpu/bench.py --sequential --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -17 "$OUT/seqbench.log" ;;

@@ -28,13 +28,17 @@ namespace longattn::cuda::sm90 {
 // kFeat_: the feature kernel (sinks, softcap, windows, chunks as run-time predicates); the
 // dense kernels are instantiated with kFeat_ false and compile none of it. kRagged_ (with
 // kFeat_): ragged batches / seqused_k, per-sequence starts and lengths read per tile.
+// kPaged_ (with kRagged_): paged K/V; only the producer differs (it resolves each K/V
+// tile's page from the page table), the consumers see the same shared-memory tiles.
 template <class T, int kHeadDim_, bool kCausalTile, int kVariant = 0, bool kFeat_ = false,
-          bool kRagged_ = false>
+          bool kRagged_ = false, bool kPaged_ = false>
 struct KernelConfig {
   using Element = T;
   static constexpr bool kFeat = kFeat_;
   static constexpr bool kRagged = kFeat_ && kRagged_;
-  static constexpr TileConfig kTile = kRagged   ? ragged_tile(kHeadDim_)
+  static constexpr bool kPaged = kFeat_ && kRagged_ && kPaged_;
+  static constexpr TileConfig kTile = kPaged    ? paged_tile(kHeadDim_)
+                                      : kRagged ? ragged_tile(kHeadDim_)
                                       : kFeat_ ? feature_tile(kHeadDim_)
                                                : tile_config(kHeadDim_, kCausalTile, kVariant);
   static constexpr int kHeadDim = kHeadDim_;
@@ -276,6 +280,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           int64_t lo, hi;
           mask.block_range(sc.q_len, &lo, &hi);
           if (tc.m_block * Cfg::kBlockM >= sc.q_len) lo = hi = 0;  // past the sequence (see consumer)
+          if constexpr (Cfg::kPaged) {
+            prod.tile_paged(p, tc.b * int32_t(p.pt_stride_b),
+                            p.cu_seqlens_q ? 0 : tc.b, tc.h, tc.h / int32_t(p.group),
+                            sc.q0 + tc.m_block * Cfg::kBlockM, int32_t(lo), int32_t(hi));
+            continue;
+          }
           // Ragged q / k: token-row coordinates from the sequence start, TMA batch 0.
           prod.tile_rows(p.cu_seqlens_q ? 0 : tc.b, p.cu_seqlens_k ? 0 : tc.b, tc.h, tc.h / int32_t(p.group),
                          sc.q0 + tc.m_block * Cfg::kBlockM, sc.k0, int32_t(lo), int32_t(hi));

@@ -20,6 +20,7 @@ struct LaunchArgs {
   int tile_variant = 0;  // tile_config variant (measurements only; 0 = the table's choice)
   bool features = false;  // sinks / softcap / window / chunk: the feature kernel (kernel.cuh kFeat)
   bool ragged = false;    // with features: ragged q / k or seqused_k (kernel.cuh kRagged)
+  bool paged = false;     // with ragged: paged K/V, TMA per page (kernel.cuh kPaged)
 };
 
 // Launches the kernel for (dtype, head dim); tile sizes come from

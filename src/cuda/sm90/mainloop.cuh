@@ -11,6 +11,7 @@
 #include "cuda/ptx/smem_desc.cuh"
 #include "cuda/ptx/tma.cuh"
 #include "cuda/ptx/wgmma.cuh"
+#include "cuda/sm90/params.h"
 #include "cuda/sm90/smem_layout.cuh"
 
 namespace longattn::cuda::sm90 {
@@ -75,6 +76,34 @@ struct Producer {
       load_v_row(kb, hk, k0 + (j + 1) * Cfg::kBlockN);
     }
     load_v_row(kb, hk, k0 + lo * Cfg::kBlockN);
+  }
+  // Paged K/V: key block j of a sequence lies in page pt_row[j >> shift] at row
+  // (j & (2^shift - 1)) * kBlockN, 2^shift = page_size / kBlockN (a tile never crosses a
+  // page). The page is the TMA batch coordinate of the rank-4 K/V maps. Entries are trusted
+  // (Args::check_page_table validates them first, on request). NOTES: the producer runs on
+  // 24-32 registers: an integer division by page_size / kBlockN spilled 36 bytes, a 64-bit
+  // row pointer 12, so the host sends only power-of-two page-to-tile ratios and tables of
+  // fewer than 2^31 entries (pt_off: 32-bit entry offset of the row; the table pointer and
+  // shift stay in the parameter bank).
+  __device__ __forceinline__ void tile_paged(const FwdParams& p, int32_t pt_off, int32_t qb, int32_t h,
+                                             int32_t hk, int32_t q_row, int32_t lo, int32_t hi) {
+    load_q_row(qb, h, q_row);
+    if (hi <= lo) return;
+    auto kv = [&](bool is_k, uint32_t j) {
+      const int32_t page = __ldg(p.page_table + (pt_off + int32_t(j >> p.page_shift)));
+      const int32_t row = int32_t((j & ((1u << p.page_shift) - 1u)) * Cfg::kBlockN);
+      if (is_k) {
+        load_k_row(page, hk, row);
+      } else {
+        load_v_row(page, hk, row);
+      }
+    };
+    kv(true, uint32_t(hi - 1));
+    for (int32_t j = hi - 2; j >= lo; --j) {
+      kv(true, uint32_t(j));
+      kv(false, uint32_t(j + 1));
+    }
+    kv(false, uint32_t(lo));
   }
 
   // All loads of one tile, in the consumers' order.

@@ -67,6 +67,18 @@ constexpr TileConfig ragged_tile(int head_dim) {
   return {128, 64, 2, 2, 24, 240, 1, false};
 }
 
+// The paged kernel's tile (kernel.cuh kPaged: the producer resolves each K/V tile's page):
+// the ragged tile with 8 more producer registers where it had 32. NOTES: at 32 its
+// producer spilled 4 bytes (after the page lookup was cut to a shift and a 32-bit offset).
+constexpr TileConfig paged_tile(int head_dim) {
+  TileConfig t = ragged_tile(head_dim);
+  if (t.producer_regs == 32) {
+    t.producer_regs = 40;
+    t.consumer_regs = 224;
+  }
+  return t;
+}
+
 // The variant the table picks for a problem: short non-causal hdim-128 problems run the
 // 128 x 128 tile (measured on H200, interleaved: seq 1k 546 vs 525 TFLOP/s for 128 x 176,
 // 2k 587 vs 577; from 4k on 128 x 176 is as fast or faster: 8k 646 vs 625).

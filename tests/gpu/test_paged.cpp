@@ -1,0 +1,205 @@
+// Paged K/V on the GPU (the ragged feature kernel with KernelConfig kPaged): problems from
+// tests/support make_case (shuffled page table, spare pages), copied to the device, checked
+// against the float64 reference on every row. Page sizes equal to and multiples of the
+// kernel's K/V tile (block_n: 128 for head dims 64 / 128, 64 for 256; a power-of-two number
+// of tiles per page); other page sizes are
+// refused with NotSupported naming page_table; Args::check_page_table reports a bad entry.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/testing.h"
+
+namespace longattn {
+namespace {
+
+using testing::Case;
+using testing::CaseSpec;
+using testing::HostTensor;
+
+bool have_sm90() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return false;
+  cudaDeviceProp prop{};
+  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major >= 9;
+}
+
+// Device copies of every present tensor of a host Case (whole byte buffers, same strides).
+struct DeviceCase {
+  std::vector<std::shared_ptr<void>> bufs;
+  Args args;
+
+  Tensor upload(const HostTensor& h) {
+    Tensor t = h.t;
+    if (!t.data) return t;
+    void* d = nullptr;
+    if (cudaMalloc(&d, h.bytes.size()) != cudaSuccess) return Tensor{};
+    bufs.emplace_back(d, [](void* p) { cudaFree(p); });
+    cudaMemcpy(d, h.bytes.data(), h.bytes.size(), cudaMemcpyHostToDevice);
+    t.data = static_cast<uint8_t*>(d) + (static_cast<const uint8_t*>(h.t.data) - h.bytes.data());
+    t.device = Device{DeviceKind::cuda, 0};
+    return t;
+  }
+  void download(HostTensor& h, const Tensor& t) {
+    if (!t.data) return;
+    const uint8_t* base = static_cast<const uint8_t*>(t.data) - (static_cast<const uint8_t*>(h.t.data) - h.bytes.data());
+    cudaMemcpy(h.bytes.data(), base, h.bytes.size(), cudaMemcpyDeviceToHost);
+  }
+};
+
+DeviceCase to_device(Case& c) {
+  testing::poison(c.out);
+  if (c.lse.t.data) testing::poison(c.lse);
+  DeviceCase d;
+  d.args = c.args;
+  d.args.backend = Backend::cuda;
+  d.args.q = d.upload(c.q);
+  d.args.k = d.upload(c.k);
+  d.args.v = d.upload(c.v);
+  d.args.out = d.upload(c.out);
+  d.args.lse = d.upload(c.lse);
+  d.args.cu_seqlens_q = d.upload(c.cu_seqlens_q);
+  d.args.seqused_k = d.upload(c.seqused_k);
+  d.args.page_table = d.upload(c.page_table);
+  d.args.sinks = d.upload(c.sinks);
+  if (c.cu_seqlens_q.t.data) {  // device cu_seqlens need max_seqlen_q
+    const int32_t* cu = static_cast<const int32_t*>(c.cu_seqlens_q.t.data);
+    for (int64_t b = 0; b < c.spec.batch; ++b) d.args.max_seqlen_q = std::max<int64_t>(d.args.max_seqlen_q, cu[b + 1] - cu[b]);
+  }
+  return d;
+}
+
+CaseSpec P(int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int64_t page, bool causal,
+           bool used, uint64_t seed) {
+  CaseSpec s;
+  s.batch = batch;
+  s.seq_q = sq;
+  s.seq_k = sk;
+  s.heads_q = hq;
+  s.heads_kv = hkv;
+  s.dim_qk = s.dim_v = d;
+  s.page_size = page;
+  s.mask.causal = causal;
+  s.seqused_k = used;
+  s.amp = 1.5f;
+  s.seed = seed;
+  return s;
+}
+
+std::vector<CaseSpec> paged_cases() {
+  std::vector<CaseSpec> v;
+  v.push_back(P(3, 300, 700, 4, 2, 128, 128, true, true, 1));    // page = block_n, GQA, seqused_k
+  v.push_back(P(2, 257, 1000, 4, 4, 128, 256, false, false, 2));  // page = 2 block_n
+  v.push_back(P(3, 517, 389, 4, 1, 128, 512, false, true, 3));    // one page per sequence, MQA
+  v.push_back(P(2, 333, 555, 6, 2, 64, 128, true, true, 4));
+  v.push_back(P(2, 129, 901, 4, 2, 64, 256, false, false, 5));
+  v.push_back(P(3, 200, 450, 4, 2, 256, 64, true, true, 6));
+  v.push_back(P(2, 77, 333, 4, 4, 256, 256, false, false, 7));
+  {
+    CaseSpec s = P(2, 400, 400, 4, 2, 128, 128, true, false, 8);  // top-left causal
+    s.mask.align = CausalAlign::top_left;
+    v.push_back(s);
+  }
+  {
+    CaseSpec s = P(4, 300, 600, 4, 2, 128, 128, true, true, 9);  // ragged q + paged k
+    s.ragged_q = true;
+    v.push_back(s);
+  }
+  {
+    CaseSpec s = P(2, 260, 900, 4, 2, 128, 256, true, true, 10);  // f16 -> f32, sinks, softcap, window
+    s.dtype = DType::f16;
+    s.out_dtype = DType::f32;
+    s.sinks = true;
+    s.softcap = 15.f;
+    s.mask.window_left = 200;
+    v.push_back(s);
+  }
+  return v;
+}
+
+class GpuPaged : public ::testing::TestWithParam<CaseSpec> {};
+
+TEST_P(GpuPaged, MatchesReference) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  const CaseSpec& s = GetParam();
+  Case c = testing::make_case(s);
+  DeviceCase d = to_device(c);
+  ASSERT_EQ(d.bufs.size() > 0, true);
+  Status st = forward(d.args);
+  ASSERT_TRUE(st.ok()) << testing::describe(s) << ": " << st.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  d.download(c.out, d.args.out);
+  d.download(c.lse, d.args.lse);
+  // Softcap runs tanh.approx (2^-11 relative): widen atol by cap * 2^-11 (test_forward.cpp).
+  const double atol = 1e-3 + (s.softcap > 0 ? double(s.softcap) / 2048.0 : 0.0);
+  testing::OracleResult r = testing::check_against_reference(c.args, atol);
+  printf("%-60s err %.2e naive %.2e lse %.2e\n", testing::describe(s).c_str(), r.max_err, r.naive_err, r.lse_err);
+  EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << ": " << r.failure;
+}
+
+std::string spec_name(const ::testing::TestParamInfo<CaseSpec>& i) {
+  const CaseSpec& s = i.param;
+  return "b" + std::to_string(s.batch) + "_sq" + std::to_string(s.seq_q) + "_sk" + std::to_string(s.seq_k) + "_h" +
+         std::to_string(s.heads_q) + "x" + std::to_string(s.heads_kv) + "_d" + std::to_string(s.dim_qk) + "_page" +
+         std::to_string(s.page_size) + "_s" + std::to_string(s.seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paged, GpuPaged, ::testing::ValuesIn(paged_cases()), spec_name);
+
+// Host-only: every case above is a valid problem (a case the API refuses would test
+// nothing on the device), and its host reference runs (CPU backend) within the oracle.
+TEST(GpuPagedSpecs, ValidOnHost) {
+  for (const CaseSpec& s : paged_cases()) {
+    Case c = testing::make_case(s);
+    Status st = validate(c.args);
+    EXPECT_TRUE(st.ok()) << testing::describe(s) << ": " << st.message();
+  }
+}
+
+// Page sizes the TMA path cannot serve are refused (named), and nothing is written.
+TEST(GpuPagedRefusal, OtherPageSizesNotSupported) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  // 64: below hdim 128's 128-key tile; 384: 3 tiles per page (not a power of two).
+  for (int64_t page : {16, 64, 200, 384}) {
+    Case c = testing::make_case(P(2, 100, 300, 4, 2, 128, page, true, false, 20));
+    DeviceCase d = to_device(c);
+    Status st = forward(d.args);
+    EXPECT_EQ(st.code(), Status::Code::not_supported) << page << ": " << st.message();
+    EXPECT_NE(st.message().find("page_table"), std::string::npos) << st.message();
+    d.download(c.out, d.args.out);
+    EXPECT_EQ(testing::count_nan(c.out), c.out.t.numel()) << "out written for page size " << page;
+  }
+}
+
+// Args::check_page_table: an out-of-range entry among the pages a sequence reads is an
+// error naming page_table (nothing written); without the check a valid table still runs.
+TEST(GpuPagedCheck, OutOfRangeEntryReported) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  Case c = testing::make_case(P(3, 100, 500, 4, 2, 128, 128, false, false, 21));
+  DeviceCase d = to_device(c);
+  d.args.check_page_table = true;
+  Status ok = forward(d.args);
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  // Corrupt entry [1, 2] (sequence 1 reads all 4 pages) and re-poison out.
+  const int64_t num_pages = c.k.t.shape[0];
+  int32_t* pt = static_cast<int32_t*>(c.page_table.t.data);
+  pt[1 * c.page_table.t.stride[0] + 2 * c.page_table.t.stride[1]] = int32_t(num_pages + 5);
+  testing::poison(c.out);
+  DeviceCase bad = to_device(c);
+  bad.args.check_page_table = true;
+  Status st = forward(bad.args);
+  EXPECT_EQ(st.code(), Status::Code::invalid_argument) << st.message();
+  EXPECT_NE(st.message().find("page_table: entry [1, 2]"), std::string::npos) << st.message();
+  bad.download(c.out, bad.args.out);
+  EXPECT_EQ(testing::count_nan(c.out), c.out.t.numel());
+}
+
+}  // namespace
+}  // namespace longattn
