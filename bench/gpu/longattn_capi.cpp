@@ -12,9 +12,24 @@ void copy_err(const longattn::Status& s, char* err, int err_len) {
     err[err_len - 1] = 0;
   }
 }
+// Every entry point ends here: CUDA backend on the caller's stream; 0 or 1 + message.
+int run(longattn::Args& a, void* stream, char* err, int err_len) {
+  a.backend = longattn::Backend::cuda;
+  a.stream = stream;
+  const longattn::Status s = longattn::forward(a);
+  if (s.ok()) return 0;
+  copy_err(s, err, err_len);
+  return 1;
+}
 }  // namespace
 
 extern "C" {
+
+int longattn_bench_forward_ex(void* q, void* k, void* v, void* out, void* lse, int dtype,
+                              int64_t batch, int64_t seq_q, int64_t seq_k, int64_t heads_q,
+                              int64_t heads_kv, int64_t dim, int causal, float scale, float softcap,
+                              void* sinks, int64_t window_left, int64_t window_right, int64_t chunk,
+                              void* stream, char* err, int err_len);
 
 /// Runs forward on the CUDA backend. dtype: 0 bf16, 1 f16 (out has the same dtype); lse may
 /// be null; scale <= 0 means 1/sqrt(dim). Returns 0 on success, else writes a message to err.
@@ -22,26 +37,9 @@ int longattn_bench_forward(void* q, void* k, void* v, void* out, void* lse, int 
                            int64_t batch, int64_t seq_q, int64_t seq_k, int64_t heads_q,
                            int64_t heads_kv, int64_t dim, int causal, float scale, void* stream,
                            char* err, int err_len) {
-  using namespace longattn;
-  const DType t = dtype == 0 ? DType::bf16 : DType::f16;
-  const Device g{DeviceKind::cuda, 0};
-  Args a;
-  a.q = make_tensor(q, t, {batch, seq_q, heads_q, dim}, g);
-  a.k = make_tensor(k, t, {batch, seq_k, heads_kv, dim}, g);
-  a.v = make_tensor(v, t, {batch, seq_k, heads_kv, dim}, g);
-  a.out = make_tensor(out, t, {batch, seq_q, heads_q, dim}, g);
-  if (lse) a.lse = make_tensor(lse, DType::f32, {batch, heads_q, seq_q}, g);
-  a.mask.causal = causal != 0;
-  if (scale > 0) a.softmax_scale = scale;
-  a.backend = Backend::cuda;
-  a.stream = stream;
-  Status s = forward(a);
-  if (s.ok()) return 0;
-  if (err && err_len > 0) {
-    std::strncpy(err, s.message().c_str(), size_t(err_len - 1));
-    err[err_len - 1] = 0;
-  }
-  return 1;
+  return longattn_bench_forward_ex(q, k, v, out, lse, dtype, batch, seq_q, seq_k, heads_q, heads_kv,
+                                   dim, causal, scale, 0.0f, nullptr, -1, -1, 0, stream, err,
+                                   err_len);
 }
 
 /// longattn_bench_forward with the issue-5 options: softcap (0: off), sinks (device float32
@@ -67,12 +65,7 @@ int longattn_bench_forward_ex(void* q, void* k, void* v, void* out, void* lse, i
   a.mask.chunk_size = chunk;
   a.softcap = softcap;
   if (scale > 0) a.softmax_scale = scale;
-  a.backend = Backend::cuda;
-  a.stream = stream;
-  Status s = forward(a);
-  if (s.ok()) return 0;
-  copy_err(s, err, err_len);
-  return 1;
+  return run(a, stream, err, err_len);
 }
 
 /// Ragged batch (packed (total, heads, dim) q/k/v/out, device int32 cu_seqlens of length
@@ -91,12 +84,7 @@ int longattn_bench_forward_ragged(void* q, void* k, void* v, void* out, void* cu
   a.cu_seqlens_k = a.cu_seqlens_q;
   a.max_seqlen_q = a.max_seqlen_k = max_len;
   a.mask.causal = causal != 0;
-  a.backend = Backend::cuda;
-  a.stream = stream;
-  Status s = forward(a);
-  if (s.ok()) return 0;
-  copy_err(s, err, err_len);
-  return 1;
+  return run(a, stream, err, err_len);
 }
 
 /// Paged K/V (bf16): dense q / out (batch, seq_q, heads_q, dim), k / v pages (num_pages,
@@ -116,11 +104,6 @@ int longattn_bench_forward_paged(void* q, void* k, void* v, void* out, void* pag
   a.page_table = make_tensor(page_table, DType::i32, {batch, max_pages}, g);
   if (seqused_k) a.seqused_k = make_tensor(seqused_k, DType::i32, {batch}, g);
   a.mask.causal = causal != 0;
-  a.backend = Backend::cuda;
-  a.stream = stream;
-  Status s = forward(a);
-  if (s.ok()) return 0;
-  copy_err(s, err, err_len);
-  return 1;
+  return run(a, stream, err, err_len);
 }
 }
