@@ -95,31 +95,12 @@ struct AmxMma {
     for (int64_t ch = 0; ch < nch; ++ch) {
       const int64_t left = dq - ch * 32;
       const __mmask32 m = left >= 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
-      __m512i r[16], t[16], u[16];
+      __m512i r[16];
       for (int i = 0; i < 16; ++i)
         r[i] = _mm512_maskz_loadu_epi16(m, static_cast<const uint16_t*>(rows[i]) + ch * 32);
-      for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-      }
-      // u[4j + c], 128-bit lane L: unit 4L + c of keys 4j..4j+3.
-      for (int j = 0; j < 4; ++j) {
-        u[4 * j + 0] = _mm512_unpacklo_epi64(t[4 * j + 0], t[4 * j + 2]);
-        u[4 * j + 1] = _mm512_unpackhi_epi64(t[4 * j + 0], t[4 * j + 2]);
-        u[4 * j + 2] = _mm512_unpacklo_epi64(t[4 * j + 1], t[4 * j + 3]);
-        u[4 * j + 3] = _mm512_unpackhi_epi64(t[4 * j + 1], t[4 * j + 3]);
-      }
+      Simd::transpose16(r);  // r[c]: 32-bit unit c (a bf16 pair) of the 16 keys
       uint32_t* dst = kb + ch * 256;
-      for (int c = 0; c < 4; ++c) {
-        const __m512i x01 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
-        const __m512i x23 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
-        const __m512i y01 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
-        const __m512i y23 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
-        _mm512_store_si512(dst + (0 + c) * 16, _mm512_shuffle_i32x4(x01, y01, 0x88));
-        _mm512_store_si512(dst + (4 + c) * 16, _mm512_shuffle_i32x4(x01, y01, 0xDD));
-        _mm512_store_si512(dst + (8 + c) * 16, _mm512_shuffle_i32x4(x23, y23, 0x88));
-        _mm512_store_si512(dst + (12 + c) * 16, _mm512_shuffle_i32x4(x23, y23, 0xDD));
-      }
+      for (int c = 0; c < 16; ++c) _mm512_store_si512(dst + c * 16, r[c]);
     }
   }
   static int64_t v_index(int64_t k, int64_t c, int64_t dv) {

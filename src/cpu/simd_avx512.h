@@ -75,16 +75,16 @@ struct Simd {
     return _mm512_maskz_scalef_ps(keep, p, n);
   }
 
-  // dst[i][j] = src[j][i] for a 16x16 block (strides in floats): K panels are packed with
-  // 64 shuffles per block instead of 256 scalar stores.
-  static void transpose(const float* src, int64_t ss, float* dst, int64_t ds) {
-    __m512i r[16], t[16], u[16];
-    for (int i = 0; i < 16; ++i) r[i] = _mm512_castps_si512(_mm512_loadu_ps(src + i * ss));
+  // In-register 16x16 transpose of 32-bit units: on return r[i] holds unit i of the 16 input
+  // rows (64 shuffles instead of 256 scalar moves). Shared by the f32 K packing below and the
+  // AMX kernel's bf16-pair K packing (amx_mma.h).
+  static void transpose16(__m512i r[16]) {
+    __m512i t[16], u[16];
     for (int i = 0; i < 8; ++i) {
       t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
       t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
     }
-    // u[4j + c], 128-bit lane L: element 4L + c of rows 4j..4j+3.
+    // u[4j + c], 128-bit lane L: unit 4L + c of rows 4j..4j+3.
     for (int j = 0; j < 4; ++j) {
       u[4 * j + 0] = _mm512_unpacklo_epi64(t[4 * j + 0], t[4 * j + 2]);
       u[4 * j + 1] = _mm512_unpackhi_epi64(t[4 * j + 0], t[4 * j + 2]);
@@ -96,11 +96,20 @@ struct Simd {
       const __m512i x23 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
       const __m512i y01 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
       const __m512i y23 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
-      _mm512_storeu_ps(dst + (0 + c) * ds, _mm512_castsi512_ps(_mm512_shuffle_i32x4(x01, y01, 0x88)));
-      _mm512_storeu_ps(dst + (4 + c) * ds, _mm512_castsi512_ps(_mm512_shuffle_i32x4(x01, y01, 0xDD)));
-      _mm512_storeu_ps(dst + (8 + c) * ds, _mm512_castsi512_ps(_mm512_shuffle_i32x4(x23, y23, 0x88)));
-      _mm512_storeu_ps(dst + (12 + c) * ds, _mm512_castsi512_ps(_mm512_shuffle_i32x4(x23, y23, 0xDD)));
+      r[0 + c] = _mm512_shuffle_i32x4(x01, y01, 0x88);
+      r[4 + c] = _mm512_shuffle_i32x4(x01, y01, 0xDD);
+      r[8 + c] = _mm512_shuffle_i32x4(x23, y23, 0x88);
+      r[12 + c] = _mm512_shuffle_i32x4(x23, y23, 0xDD);
     }
+  }
+
+  // dst[i][j] = src[j][i] for a 16x16 block (strides in floats): K panels are packed with
+  // 64 shuffles per block instead of 256 scalar stores.
+  static void transpose(const float* src, int64_t ss, float* dst, int64_t ds) {
+    __m512i r[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_castps_si512(_mm512_loadu_ps(src + i * ss));
+    transpose16(r);
+    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ds, _mm512_castsi512_ps(r[i]));
   }
 
   static void cvt_row(const void* src, DType t, int64_t n, float scale, float* dst) {
