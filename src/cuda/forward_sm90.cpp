@@ -279,7 +279,8 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // LONGATTN_SECTIONS=0 puts all pairs in one section (causal: one LPT snake; non-causal:
   // heads fastest), =N forces N pairs per section; LONGATTN_TILE_LIST=0 runs ragged batches
   // on the padded (batch x q-blocks of the longest sequence) grid instead of the cost-sorted
-  // tile list.
+  // tile list; LONGATTN_DYNAMIC=0 deals LPT tiles by the static snake instead of the atomic
+  // counter (scheduler.cuh).
   {
     int l2 = 0;
     if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, p.device.ordinal) != cudaSuccess || l2 <= 0)
@@ -296,6 +297,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
       if (n > 0) fp.section_bh = std::min<int64_t>(n, pairs);
     }
     la.tile_list = ragged && !env_is("LONGATTN_TILE_LIST", "0");
+    la.dynamic = !env_is("LONGATTN_DYNAMIC", "0");
   }
 
   cudaError_t e = p.in_dtype == DType::bf16 ? dispatch_dim<InType::bf16>(p.dim_qk, la)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/problem.h"
+#include "gpu_case.h"
 #include "longattn/longattn.h"
 
 namespace longattn {
@@ -174,6 +175,7 @@ class GpuBatchInvariance : public ::testing::Test {
     unsetenv("LONGATTN_SECTIONS");
     unsetenv("LONGATTN_TILE_LIST");
     unsetenv("LONGATTN_L2_BYTES");
+    unsetenv("LONGATTN_DYNAMIC");
   }
 };
 
@@ -222,7 +224,8 @@ TEST_F(GpuBatchInvariance, DenseRowsIndependentOfTheBatch) {
 }
 
 // The order the scheduler deals tiles in changes nothing: forced section sizes, sections off,
-// a tiny L2 budget, and the ragged tile list off (the padded grid).
+// a tiny L2 budget, the ragged tile list off (the padded grid), the static snake instead of
+// the dynamic counter.
 TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
   Config dense;
   dense.dense = true;
@@ -237,7 +240,8 @@ TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
     const size_t which = 1;
     const Rows base = run_batch(c, b, which);
     const char* env[][2] = {{"LONGATTN_SECTIONS", "0"}, {"LONGATTN_SECTIONS", "1"}, {"LONGATTN_SECTIONS", "5"},
-                            {"LONGATTN_L2_BYTES", "65536"}, {"LONGATTN_TILE_LIST", "0"}};
+                            {"LONGATTN_L2_BYTES", "65536"}, {"LONGATTN_TILE_LIST", "0"},
+                            {"LONGATTN_DYNAMIC", "0"}};
     for (auto& kv : env) {
       setenv(kv[0], kv[1], 1);
       expect_same(base, run_batch(c, b, which),
@@ -254,6 +258,52 @@ TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
   const Rows base = run_batch(full, db, 2);
   setenv("LONGATTN_SECTIONS", "0", 1);
   expect_same(base, run_batch(full, db, 2), "dense full LONGATTN_SECTIONS=0");
+}
+
+// Both assignment paths against the float64 reference (oracle rule, poisoned outputs): the
+// dynamic counter (default where compiled: hdim 64 ragged, hdim 128 causal / features /
+// ragged) and the static snake, on causal, windowed and ragged shapes with more tiles than
+// CTAs, GQA, and a tiny L2 budget (many small sections).
+TEST_F(GpuBatchInvariance, StaticAndDynamicAssignmentMatchReference) {
+  using gputest::Shape;
+  std::vector<Shape> shapes;
+  auto S = [](int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, bool causal) {
+    Shape s;
+    s.batch = b;
+    s.seq_q = sq;
+    s.seq_k = sk;
+    s.heads_q = hq;
+    s.heads_kv = hkv;
+    s.dim = d;
+    s.causal = causal;
+    s.rows_per_head = 24;
+    return s;
+  };
+  shapes.push_back(S(3, 2100, 2333, 8, 2, 128, true));
+  shapes.push_back(S(2, 1500, 1500, 6, 3, 64, true));
+  shapes.push_back(S(2, 1100, 1100, 4, 2, 256, true));
+  {
+    Shape s = S(2, 3000, 3000, 4, 1, 128, true);
+    s.window_left = 500;
+    shapes.push_back(s);
+  }
+  for (int64_t d : {64, 128}) {
+    Shape s = S(1, 1, 1, 4, 2, d, true);
+    s.lens_q = {1700, 0, 33, 900, 1, 2500};
+    s.lens_k = {1700, 5, 40, 1000, 1, 2500};
+    s.seed = 31 + uint64_t(d);
+    shapes.push_back(s);
+  }
+  for (const char* dyn : {"1", "0"})
+    for (const char* l2 : {"", "65536"}) {
+      setenv("LONGATTN_DYNAMIC", dyn, 1);
+      setenv("LONGATTN_L2_BYTES", l2, 1);
+      for (const Shape& s : shapes) {
+        const gputest::CheckResult r = gputest::run_case(s);
+        EXPECT_TRUE(r.failure.empty()) << s.name() << " LONGATTN_DYNAMIC=" << dyn << " LONGATTN_L2_BYTES=" << l2
+                                       << ": " << r.failure;
+      }
+    }
 }
 
 }  // namespace

@@ -50,6 +50,12 @@ struct KernelConfig {
   static constexpr int kThreads = 128 * (kWGs + 1);
   using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages>;
   static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
+  // Dynamic tile assignment compiled in (used when FwdParams::tile_counter is set): the
+  // kernels with the sectioned LPT schedule (scheduler.cuh DynamicTiles).
+  // NOTES: not the three-warpgroup hdim-64 tile (consumers at 160 registers spilled 4 bytes).
+  // Nor the wide non-causal dense tiles (the 128 x 176 consumer spilled 28 bytes): uniform
+  // tiles gain nothing from it.
+  static constexpr bool kDynamic = kTile.lpt_sections && kTile.consumer_wgs == 2 && (kCausalTile || kFeat_);
   static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
   static_assert(kBlockN % 16 == 0 && kHeadDim % 64 == 0, "wgmma k16 steps / 128B chunks");
 };
@@ -88,7 +94,14 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
   turn.init();
 
   for (int64_t k = 0;; ++k) {
-    const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
+    const int64_t t = [&]() -> int64_t {
+      if constexpr (Cfg::kDynamic) {  // the id the producer published with this tile's Q
+        if (p.tile_counter)
+          return DynamicTiles<Cfg::kQStages>{DynamicTiles<Cfg::kQStages>::slots()}.next(qs.stage, qs.phase,
+                                                                                        sm.q_full(qs.stage));
+      }
+      return TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
+    }();
     if (t < 0) break;
     const TileCoord tc = TileScheduler::decode<Cfg::kRagged>(p, t);
     if (Cfg::kRagged && tc.b < 0) break;  // tile list padding: no more work
@@ -272,11 +285,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (tid == 0) {
       Producer<Cfg> prod{&tm_q, &tm_k, &tm_v, sm};
       for (int64_t k = 0;; ++k) {
-        const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
-        if (t < 0) break;
+        int64_t t;
+        // Dynamic: the next id from the counter, published in the slot of the Q buffer its
+        // load will use (prod.qs: every tile below makes exactly one Q load); at the end
+        // (id -1 or list padding) the producer completes that buffer's q_full without a load.
+        auto end_dynamic = [&] {
+          if constexpr (Cfg::kDynamic) {
+            if (p.tile_counter) ptx::mbar_arrive(sm.q_full(prod.qs.stage));
+          }
+        };
+        if constexpr (Cfg::kDynamic) {
+          if (p.tile_counter) {
+            t = DynamicTiles<Cfg::kQStages>::take(p);
+            DynamicTiles<Cfg::kQStages>{DynamicTiles<Cfg::kQStages>::slots()}.publish(
+                int32_t(t), prod.qs.stage, prod.qs.phase, sm.q_empty(prod.qs.stage));
+          } else {
+            t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
+          }
+        } else {
+          t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
+        }
+        if (t < 0) {
+          end_dynamic();
+          break;
+        }
         const TileCoord tc = TileScheduler::decode<Cfg::kRagged>(p, t);
         if constexpr (Cfg::kRagged) {
-          if (tc.b < 0) break;  // tile list padding
+          if (tc.b < 0) {  // tile list padding
+            end_dynamic();
+            break;
+          }
           const SeqCoord sc = seq_coord(p, tc.b);
           const TileMask<Cfg::kBlockM, Cfg::kBlockN, true> mask(p, tc.m_block, sc);
           int64_t lo, hi;

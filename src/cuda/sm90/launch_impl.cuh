@@ -30,27 +30,42 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
   }
   const int64_t grid = a.p.num_tiles < a.num_sms ? a.p.num_tiles : a.num_sms;
   FwdParams p = a.p;
+  // Stream-ordered scratch (freed after the kernel, no library state): the dynamic tile
+  // counter (16 bytes) and the ragged tile list (tile_list.cuh), which one LPT snake deals
+  // (no sections: items of equal cost come from different sequences).
+  bool want_list = false, want_dynamic = false;
+  if constexpr (Cfg::kRagged) want_list = a.tile_list;
+  if (want_list) {
+    p.lpt = 1;
+    p.section_bh = p.heads_q * p.batch;
+  }
+  if constexpr (Cfg::kDynamic) want_dynamic = a.dynamic && p.lpt;
   if (!Cfg::kTile.lpt_sections && p.lpt) p.section_bh = p.heads_q * p.batch;  // one section
-  // Ragged: the cost-sorted tile list (tile_list.cuh) in stream-ordered scratch, one LPT
-  // snake over it (no sections: items of equal cost come from different sequences).
-  int32_t* list = nullptr;
-  if constexpr (Cfg::kRagged) {
-    if (a.tile_list) {
-      const int64_t items = p.batch * p.num_m_blocks;  // < 2^31 (host check on num_tiles)
-      cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&list), size_t(items) * 8, a.stream);
-      if (e != cudaSuccess) return e;
-      tile_list_kernel<Cfg::kBlockM, Cfg::kBlockN><<<1, kTileListThreads, 0, a.stream>>>(p, list, int32_t(items));
-      p.tile_list = list;
-      p.lpt = 1;
-      p.section_bh = p.heads_q * p.batch;
+  int32_t* scratch = nullptr;
+  if (want_list || want_dynamic) {
+    const int64_t items = want_list ? p.batch * p.num_m_blocks : 0;  // < 2^31 (host check on num_tiles)
+    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), 16 + size_t(items) * 8, a.stream);
+    if (e != cudaSuccess) return e;
+    if (want_dynamic) p.tile_counter = scratch;
+    if (want_list) {  // also zeroes the counter
+      p.tile_list = scratch + 4;
+      tile_list_kernel<Cfg::kBlockM, Cfg::kBlockN>
+          <<<1, kTileListThreads, 0, a.stream>>>(p, scratch + 4, int32_t(items), p.tile_counter);
+    } else {
+      e = cudaMemsetAsync(scratch, 0, 16, a.stream);
+    }
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) {
+      cudaFreeAsync(scratch, a.stream);
+      return e;
     }
   }
   fill_schedule_constants(&p, grid);
   kern<<<dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream>>>(a.tm_q, a.tm_k,
                                                                               a.tm_v, p);
   cudaError_t e = cudaGetLastError();
-  if (list) {
-    const cudaError_t f = cudaFreeAsync(list, a.stream);
+  if (scratch) {
+    const cudaError_t f = cudaFreeAsync(scratch, a.stream);
     if (e == cudaSuccess) e = f;
   }
   return e;

@@ -17,9 +17,12 @@ struct FwdParams {
   // tiles of unequal cost (causal), dealt longest first in snake order; tile_list: ragged
   // batches, device list of (sequence, q-block) int32 pairs, cost-descending, padded with
   // b = -1 up to batch x num_m_blocks entries (tile_list.cuh builds it before the launch).
+  // tile_counter: dynamic assignment (scheduler.cuh DynamicTiles), a device counter zeroed
+  // before the launch; null: the static snake.
   int64_t section_bh = 1;
   int32_t lpt = 0;
   const int32_t* tile_list = nullptr;
+  int32_t* tile_counter = nullptr;
   // Derived on the host from section_bh and the grid (scheduler.cuh tile_id): tiles per full
   // section, full sections, and rounds / remainder of a full and of the last section.
   uint32_t sec_tiles = 0, full_secs = 0, sec_rounds = 0, sec_rem = 0, last_rounds = 0, last_rem = 0;

@@ -9,15 +9,21 @@
 // (tile_list.cuh), heads fastest, snake-dealt; no empty tiles.
 // Persistent grid of #SMs CTAs (no gridDim.y/z); producer and consumers of a CTA walk the
 // same deterministic tile sequence, so no tile ids cross between them.
-// NOTES: a dynamic version (atomic counter in the producer, ids handed to the consumers
-// through a shared-memory slot) made ptxas spill the hdim-256 consumer (156 bytes at 232
-// registers). The kernel only sees tile_id()/decode().
+// Dynamic assignment (LPT kernels of hdim 64 / 128, p.tile_counter set): the CTAs take tile
+// ids from one atomic counter in id order instead of the static snake, so a CTA that drew
+// short tiles takes more and the tail does not idle SMs; see DynamicTiles. NOTES: an
+// earlier version made ptxas spill the hdim-256 consumer (156 bytes at 232 registers), so
+// hdim 256 (TileConfig::lpt_sections false) keeps the static snake.
+// The kernel only sees tile_id() / decode() / DynamicTiles.
 #pragma once
 
 #include <cstdint>
 
 #include "common/mask_rule.h"  // LONGATTN_HD
 #include "cuda/sm90/params.h"
+#if defined(__CUDACC__)
+#include "cuda/ptx/tma.cuh"  // mbarriers (DynamicTiles)
+#endif
 
 namespace longattn::cuda::sm90 {
 
@@ -99,5 +105,42 @@ struct TileScheduler {
     return c;
   }
 };
+
+#if defined(__CUDACC__)
+// Dynamic assignment. The producer thread takes ids from p.tile_counter (when it starts a
+// tile; NOTES: taking one ahead kept one more register live and the 32-register producers
+// spilled) and hands each tile's id to the
+// consumers through a shared-memory slot per Q buffer: it waits the buffer's q_empty, writes
+// the slot, then the Q load arrives on q_full (release); a consumer that has waited q_full
+// (acquire) reads the id of the tile whose Q it holds. Consumers read the slot before they
+// release q_empty, so the producer never overwrites an unread id. Id -1 or a ragged list's
+// padding: no more work (the producer arrives on q_full without a load; the consumers decode
+// the id and stop as the producer does). Ids are tile ids in the static order
+// (sections, LPT): only which CTA runs a tile changes, never its arithmetic.
+template <int kQStages>
+struct DynamicTiles {
+  int32_t* slot;  // kQStages ids in shared memory
+
+  __device__ static int32_t* slots() {
+    __shared__ int32_t s[kQStages];
+    return s;
+  }
+  __device__ static int32_t take(const FwdParams& p) {
+    const int32_t t = atomicAdd(p.tile_counter, 1);
+    return t < p.num_tiles ? t : -1;
+  }
+  // Producer: publish `t` for the Q buffer `stage`, after its q_empty wait. Its Q load (or,
+  // at the end, a plain arrive) then completes q_full.
+  __device__ void publish(int32_t t, int stage, uint32_t phase, uint64_t* q_empty) const {
+    ptx::mbar_wait(q_empty, phase ^ 1u);
+    slot[stage] = t;
+  }
+  // Consumer: the id of the tile whose Q is in buffer `stage` (-1: end).
+  __device__ int32_t next(int stage, uint32_t phase, uint64_t* q_full) const {
+    ptx::mbar_wait(q_full, phase);
+    return slot[stage];
+  }
+};
+#endif
 
 }  // namespace longattn::cuda::sm90

@@ -44,14 +44,15 @@ LONGATTN_MASK_FN int32_t tile_list_bucket(const FwdParams& p, int32_t i, int32_t
 
 #if defined(__CUDACC__)
 // One CTA of kTileListThreads. list: 2 x n_items int32 (b, m_block), n_items = batch x
-// num_m_blocks.
+// num_m_blocks; counter (may be null): the dynamic tile counter, zeroed here.
 template <int kBlockM, int kBlockN>
 __global__ void __launch_bounds__(kTileListThreads)
-    tile_list_kernel(const __grid_constant__ FwdParams p, int32_t* list, int32_t n_items) {
+    tile_list_kernel(const __grid_constant__ FwdParams p, int32_t* list, int32_t n_items, int32_t* counter) {
   __shared__ int32_t slot[kTileListBuckets];  // counts, then next free position per bucket
   __shared__ int32_t warp_sum[kTileListThreads / 32];
   __shared__ int32_t total;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  if (counter && tid == 0) *counter = 0;  // the dynamic tile counter (launch_impl.cuh)
   for (int i = tid; i < kTileListBuckets; i += kTileListThreads) slot[i] = 0;
   __syncthreads();
   for (int32_t i = tid; i < n_items; i += kTileListThreads) {
