@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <queue>
 #include <random>
 #include <set>
 #include <tuple>
@@ -158,6 +159,64 @@ TEST(TileScheduler, NonCausalSectionsOffIsHeadsFastest) {
     EXPECT_EQ(c.m_block, t / 16);
     EXPECT_EQ(c.h, t % 8);
     EXPECT_EQ(c.b, (t / 8) % 2);
+  }
+}
+
+// Dynamic assignment (scheduler.cuh DynamicTiles) hands ids in id order to whichever CTA is
+// free first. Simulated with tile cost = key blocks + 1 (Q load, epilogue): its makespan
+// against the static snake's and the ideal (total / grid), on the issue-6 shapes. This is
+// the model behind "what it should be worth"; the device measures it (LONGATTN_DYNAMIC=0).
+double dynamic_makespan(const FwdParams& p, int64_t grid, const std::vector<int64_t>& cost_of_tile) {
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> free_at;
+  for (int64_t c = 0; c < grid; ++c) free_at.push(0);
+  int64_t end = 0;
+  for (int64_t t = 0; t < p.num_tiles; ++t) {
+    const int64_t at = free_at.top();
+    free_at.pop();
+    const int64_t done = at + cost_of_tile[size_t(t)];
+    end = std::max(end, done);
+    free_at.push(done);
+  }
+  return double(end);
+}
+
+TEST(TileScheduler, DynamicAssignmentModel) {
+  struct S {
+    int64_t batch, heads, group, seq;
+  };
+  for (const S& sh : {S{16, 16, 1, 1024}, S{4, 16, 1, 4096}, S{1, 16, 1, 16384}, S{1, 32, 4, 8192},
+                      S{1, 32, 4, 32768}, S{1, 32, 4, 131072}}) {
+    FwdParams p;
+    p.batch = sh.batch;
+    p.heads_q = sh.heads;
+    p.num_m_blocks = sh.seq / 128;
+    p.num_tiles = p.batch * p.heads_q * p.num_m_blocks;
+    p.causal = true;
+    p.lpt = 1;
+    const int64_t grid = std::min<int64_t>(132, p.num_tiles);
+    p.section_bh = section_pairs(true, p.batch * p.heads_q, p.num_m_blocks, grid, sh.group, sh.seq * 512, 25 << 20);
+    fill_schedule_constants(&p, grid);
+    std::vector<int64_t> cost(size_t(p.num_tiles));
+    int64_t total = 0;
+    for (int64_t t = 0; t < p.num_tiles; ++t) {
+      cost[size_t(t)] = TileScheduler::decode(p, t).m_block + 2;
+      total += cost[size_t(t)];
+    }
+    int64_t static_end = 0;
+    for (int64_t c = 0; c < grid; ++c) {
+      int64_t w = 0;
+      for (int64_t k = 0;; ++k) {
+        const int64_t t = TileScheduler::tile_id<true>(p, k, uint32_t(grid), uint32_t(c));
+        if (t < 0) break;
+        w += cost[size_t(t)];
+      }
+      static_end = std::max(static_end, w);
+    }
+    const double ideal = double(total) / double(grid), dyn = dynamic_makespan(p, grid, cost);
+    printf("causal b%lld h%lld seq %lld section %lld: static %.3f dynamic %.3f of ideal\n", (long long)sh.batch,
+           (long long)sh.heads, (long long)sh.seq, (long long)p.section_bh, double(static_end) / ideal, dyn / ideal);
+    EXPECT_LE(dyn, double(static_end) * 1.02);
+    EXPECT_LT(dyn / ideal, 1.08);
   }
 }
 
