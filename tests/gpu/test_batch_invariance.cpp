@@ -227,9 +227,10 @@ TEST_F(GpuBatchInvariance, DenseRowsIndependentOfTheBatch) {
 // a tiny L2 budget, the ragged tile list off (the padded grid), the static snake instead of
 // the dynamic counter.
 TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
-  Config dense;
+  Config dense;  // 384 tiles (> 2 rounds of 132 CTAs: the dynamic counter is used)
   dense.dense = true;
   dense.causal = true;
+  dense.heads_q = 8;
   const std::vector<Seq> db = {{2000, 2000, 1}, {2000, 2000, 2}, {2000, 2000, 3}};
   Config ragged;
   ragged.causal = true;
@@ -261,9 +262,10 @@ TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
 }
 
 // Both assignment paths against the float64 reference (oracle rule, poisoned outputs): the
-// dynamic counter (default where compiled: hdim 64 ragged, hdim 128 causal / features /
-// ragged) and the static snake, on causal, windowed and ragged shapes with more tiles than
-// CTAs, GQA, and a tiny L2 budget (many small sections).
+// dynamic counter (default where compiled: hdim-64 ragged, hdim-128 causal / features /
+// ragged, with more than two rounds of tiles) and the static snake, on causal, windowed and
+// ragged shapes, GQA, and a tiny L2 budget (many small sections); hdim 64 dense and 256 run
+// the static snake either way.
 TEST_F(GpuBatchInvariance, StaticAndDynamicAssignmentMatchReference) {
   using gputest::Shape;
   std::vector<Shape> shapes;
@@ -283,7 +285,7 @@ TEST_F(GpuBatchInvariance, StaticAndDynamicAssignmentMatchReference) {
   shapes.push_back(S(2, 1500, 1500, 6, 3, 64, true));
   shapes.push_back(S(2, 1100, 1100, 4, 2, 256, true));
   {
-    Shape s = S(2, 3000, 3000, 4, 1, 128, true);
+    Shape s = S(2, 3000, 3000, 8, 2, 128, true);
     s.window_left = 500;
     shapes.push_back(s);
   }

@@ -39,7 +39,9 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
     p.lpt = 1;
     p.section_bh = p.heads_q * p.batch;
   }
-  if constexpr (Cfg::kDynamic) want_dynamic = a.dynamic && p.lpt;
+  // Dynamic only with more than two rounds of tiles: below that it cannot balance better than
+  // the snake, and the counter costs a memset and an allocation on the stream.
+  if constexpr (Cfg::kDynamic) want_dynamic = a.dynamic && p.lpt && p.num_tiles > 2 * grid;
   if (!Cfg::kTile.lpt_sections && p.lpt) p.section_bh = p.heads_q * p.batch;  // one section
   int32_t* scratch = nullptr;
   if (want_list || want_dynamic) {
