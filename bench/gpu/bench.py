@@ -58,7 +58,8 @@ def visible_pairs_mask(sq, sk, causal, wl=-1, wr=-1, chunk=0):
 # Issue-6 scheduling variants (env switches of src/cuda/forward_sm90.cpp, for --long and
 # any A/B of the tile order): every entry sets every switch, so no setting leaks from one
 # timed call into the next. "default" is what ships.
-SCHED_BASE = {"LONGATTN_SECTIONS": "", "LONGATTN_L2_BYTES": "", "LONGATTN_TILE_LIST": "", "LONGATTN_DYNAMIC": ""}
+SCHED_BASE = {"LONGATTN_SECTIONS": "", "LONGATTN_L2_BYTES": "", "LONGATTN_TILE_LIST": "", "LONGATTN_DYNAMIC": "",
+              "LONGATTN_SPLITS": ""}
 SCHED_VARIANTS = [
     ("default", SCHED_BASE),
     ("nosections", {**SCHED_BASE, "LONGATTN_SECTIONS": "0"}),  # causal: one LPT snake; full: heads fastest

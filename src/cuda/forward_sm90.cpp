@@ -275,6 +275,42 @@ Status cuda_forward(const Args& a, const Problem& p) {
   la.paged = paged;
 
   fp.pingpong = !env_is("LONGATTN_PINGPONG", "0");
+  // Split-KV (schedule_rule.h kv_splits): dense batch-1 calls with too few tiles for the SMs;
+  // partial O (f32) and LSE in stream-ordered scratch, merged by the combine kernel below.
+  // LONGATTN_SPLITS=0 disables it, =N forces N splits (measurements and tests).
+  int64_t splits = 1;
+  if (!features && p.batch == 1) {
+    const int64_t key_blocks = (p.max_seq_k + tc.block_n - 1) / tc.block_n;
+    splits = cuda::sm90::kv_splits(fp.num_tiles, la.num_sms, key_blocks);
+    if (const char* e = std::getenv("LONGATTN_SPLITS")) {
+      const long long n = std::atoll(e);
+      if (n == 0 && e[0] == '0') splits = 1;
+      if (n > 0) splits = std::min<int64_t>(n, std::max<int64_t>(1, key_blocks));
+    }
+    if (fp.num_tiles * splits >= INT32_MAX - 4096) splits = 1;
+    if (splits > 1) {
+      fp.kv_splits = int32_t(splits);
+      fp.split_blocks = int32_t((key_blocks + splits - 1) / splits);
+    }
+  }
+  float* part = nullptr;
+  const int64_t part_rows = p.max_seq_q * p.heads_q;  // one split's (query, head) rows
+  if (splits > 1) {
+    const size_t bytes = size_t(splits * part_rows * (p.dim_v + 1)) * sizeof(float);
+    if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&part), bytes, stream); e != cudaSuccess)
+      return cuda_error("split-KV scratch", e);
+    fp.batch = splits;  // the split is the batch index (params.h)
+    fp.num_tiles *= splits;
+    fp.out = part;
+    fp.out_type = cuda::sm90::OutType::f32;
+    fp.out_stride_b = part_rows * p.dim_v;
+    fp.out_stride_s = p.heads_q * p.dim_v;
+    fp.out_stride_h = p.dim_v;
+    fp.lse = part + splits * part_rows * p.dim_v;
+    fp.lse_stride_b = part_rows;
+    fp.lse_stride_h = p.max_seq_q;
+    fp.lse_stride_s = 1;
+  }
   // Tile order (schedule_rule.h: the budget rule; scheduler.cuh). Measurement switches:
   // LONGATTN_SECTIONS=0 puts all pairs in one section (causal: one LPT snake; non-causal:
   // heads fastest), =N forces N pairs per section; LONGATTN_TILE_LIST=0 runs ragged batches
@@ -287,10 +323,10 @@ Status cuda_forward(const Args& a, const Problem& p) {
       l2 = 50 << 20;
     const int64_t budget = cuda::sm90::l2_budget(a.l2_budget_bytes, std::getenv("LONGATTN_L2_BYTES"), l2);
     const int64_t grid = std::min<int64_t>(fp.num_tiles, la.num_sms);
-    const int64_t pairs = p.heads_q * p.batch;
+    const int64_t pairs = p.heads_q * fp.batch;
     fp.lpt = causal ? 1 : 0;
     fp.section_bh = cuda::sm90::section_pairs(causal, pairs, fp.num_m_blocks, grid, p.group,
-                                              p.max_seq_k * (p.dim_qk + p.dim_v) * 2, budget);
+                                              p.max_seq_k * (p.dim_qk + p.dim_v) * 2 / splits, budget);
     if (const char* e = std::getenv("LONGATTN_SECTIONS")) {
       const long long n = std::atoll(e);
       if (n == 0 && e[0] == '0') fp.section_bh = pairs;
@@ -302,6 +338,34 @@ Status cuda_forward(const Args& a, const Problem& p) {
 
   cudaError_t e = p.in_dtype == DType::bf16 ? dispatch_dim<InType::bf16>(p.dim_qk, la)
                                             : dispatch_dim<InType::f16>(p.dim_qk, la);
+  if (part) {  // split-KV: merge the partials into out / lse (batch 1: drop the batch dim)
+    if (e == cudaSuccess) {
+      auto dev = [&](void* data, int rank, const int64_t* shape, const int64_t* stride) {
+        Tensor x;
+        x.data = data;
+        x.dtype = DType::f32;
+        x.device = a.out.device;
+        x.rank = rank;
+        for (int i = 0; i < rank; ++i) {
+          x.shape[i] = shape[i];
+          x.stride[i] = stride[i];
+        }
+        return x;
+      };
+      const int64_t dv = p.dim_v, hq = p.heads_q, sq = p.max_seq_q;
+      const int64_t op_shape[4] = {splits, sq, hq, dv}, op_stride[4] = {part_rows * dv, hq * dv, dv, 1};
+      const int64_t lp_shape[3] = {splits, hq, sq}, lp_stride[3] = {part_rows, sq, 1};
+      CombineArgs ca;
+      ca.out_partial = dev(part, 4, op_shape, op_stride);
+      ca.lse_partial = dev(part + splits * part_rows * dv, 3, lp_shape, lp_stride);
+      ca.out = dev(a.out.data, 3, a.out.shape + 1, a.out.stride + 1);
+      ca.out.dtype = a.out.dtype;
+      if (a.lse.present()) ca.lse = dev(a.lse.data, 2, a.lse.shape + 1, a.lse.stride + 1);
+      e = cuda::launch_combine(ca, stream);
+    }
+    const cudaError_t f = cudaFreeAsync(part, stream);
+    if (e == cudaSuccess) e = f;
+  }
   return e == cudaSuccess ? Status::Ok() : cuda_error("forward kernel launch", e);
 }
 

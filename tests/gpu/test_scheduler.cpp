@@ -220,6 +220,26 @@ TEST(TileScheduler, DynamicAssignmentModel) {
   }
 }
 
+// Split-KV rule: only calls with tiles < half the SMs, about one wave of tiles, >= 16 key
+// blocks per split, at most 16 splits.
+TEST(TileScheduler, SplitKvRule) {
+  EXPECT_EQ(kv_splits(1024, 132, 1024), 1);  // issue-6 shapes: plenty of tiles
+  EXPECT_EQ(kv_splits(67, 132, 1024), 1);    // more than half the SMs
+  EXPECT_EQ(kv_splits(48, 132, 114), 2);     // 2 heads x 3k queries, 20k keys
+  EXPECT_EQ(kv_splits(8, 132, 235), 14);     // 200-query chunk, 30k-key prefix
+  EXPECT_EQ(kv_splits(1, 132, 100000), 16);  // capped
+  EXPECT_EQ(kv_splits(8, 132, 31), 1);       // keys too short for two splits of 16 blocks
+  for (int64_t tiles = 1; tiles < 200; tiles += 7)
+    for (int64_t kb = 1; kb < 3000; kb += 37) {
+      const int64_t s = kv_splits(tiles, 132, kb);
+      ASSERT_GE(s, 1);
+      if (s > 1) {
+        EXPECT_LE(s * tiles, 132);
+        EXPECT_GE(kb / s, 16);
+      }
+    }
+}
+
 // The ragged tile list, built on the host the way tile_list_kernel builds it (buckets from
 // the same function; stable order where the kernel's order of equal costs is arbitrary).
 template <int kM, int kN>

@@ -127,6 +127,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     if constexpr (Cfg::kRagged) {
       if (int64_t(tc.m_block) * Cfg::kBlockM >= seq_q) lo = hi = 0;
     }
+    if constexpr (!Cfg::kFeat) {
+      if (p.kv_splits > 1) TileScheduler::split_range(p, tc.b, &lo, &hi);  // split-KV
+    }
     // Element masks: dense kernels on blocks j >= j_mask (key tail, causal diagonal); the
     // feature kernel on every block outside [ja, ja + width) (unsigned compare, 32-bit:
     // fewer live registers in the hdim-256 consumer).
@@ -333,7 +336,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat> mask(p, tc.m_block);
           int64_t lo, hi;
           mask.block_range(p.seq_q, &lo, &hi);
-          prod.tile(tc.b, tc.h, tc.h / int32_t(p.group), tc.m_block, int32_t(lo), int32_t(hi));
+          int32_t b = tc.b;
+          if (!Cfg::kFeat && p.kv_splits > 1) {  // split-KV: b is the split; one sequence
+            TileScheduler::split_range(p, b, &lo, &hi);
+            b = 0;
+          }
+          prod.tile(b, tc.h, tc.h / int32_t(p.group), tc.m_block, int32_t(lo), int32_t(hi));
         }
       }
     }

@@ -23,6 +23,11 @@ struct FwdParams {
   int32_t lpt = 0;
   const int32_t* tile_list = nullptr;
   int32_t* tile_counter = nullptr;
+  // Split-KV (dense kernels, batch-1 calls; schedule_rule.h kv_splits): the batch index is
+  // the split, whose keys are blocks [b * split_blocks, (b + 1) * split_blocks); Q / K / V
+  // load at batch 0, and O (f32) / LSE go to batch entry b of the partial buffers (out, lse
+  // point there), merged by cuda_combine after the kernel. kv_splits 1: off.
+  int32_t kv_splits = 1, split_blocks = 0;
   // Derived on the host from section_bh and the grid (scheduler.cuh tile_id): tiles per full
   // section, full sections, and rounds / remainder of a full and of the last section.
   uint32_t sec_tiles = 0, full_secs = 0, sec_rounds = 0, sec_rem = 0, last_rounds = 0, last_rem = 0;

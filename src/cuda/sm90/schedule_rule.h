@@ -83,6 +83,22 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
   return std::min(std::max(two_rounds, one_round), pairs);
 }
 
+// Split-KV rule. A call whose tiles fill less than half the SMs (few heads, or a short query
+// chunk against a long KV prefix) leaves most SMs idle; splitting the keys into S ranges
+// multiplies the tiles by S, and cuda_combine merges the S f32 partials (exact up to
+// rounding: the empty-partial rule of longattn::combine). S = min(SMs / tiles, key blocks /
+// 16, 16): about one wave of tiles, and every split keeps >= 16 key blocks (2048 keys at
+// block_n 128), so its f32 partial write (4 x dim bytes per query row) and the combine pass
+// stay small next to its K/V reads (>= 2 x 2048 x dim x 2 bytes per tile). Only dense batch-1
+// calls without sinks / softcap / windows / chunks (the dense kernels; a sink would count once
+// per split), so a row's result never depends on other sequences in a batch: a batched call
+// never splits. S < 2: no split.
+inline int64_t kv_splits(int64_t tiles, int64_t sms, int64_t key_blocks) {
+  if (tiles <= 0 || tiles * 2 > sms) return 1;
+  const int64_t s = std::min<int64_t>({sms / tiles, key_blocks / 16, 16});
+  return s >= 2 ? s : 1;
+}
+
 // Grid-dependent constants of TileScheduler::tile_id (tiles per section, full sections, and
 // rounds / remainder of a full and of the last section). `grid` is the launched CTA count.
 inline void fill_schedule_constants(FwdParams* p, int64_t grid) {

@@ -66,6 +66,13 @@ struct TileScheduler {
     const uint32_t pos = (kk & 1) ? g - 1 - c : c;
     return int64_t(sec) * p.sec_tiles + int64_t(kk) * g + pos;
   }
+  // Split-KV: clamp a tile's key blocks [lo, hi) to its split's (the batch index b).
+  LONGATTN_HD static void split_range(const FwdParams& p, int32_t b, int64_t* lo, int64_t* hi) {
+    const int64_t a = int64_t(b) * p.split_blocks, e = a + p.split_blocks;
+    if (*lo < a) *lo = a;
+    if (*hi > e) *hi = e;
+    if (*hi < *lo) *hi = *lo;
+  }
   // 32-bit divisions (cheap in registers; the host refuses >= 2^31 tiles).
   // Sections of `section_bh` pairs; inside a section, rank slowest, then pair (batch, head).
   // lpt: rank 0 is the last q-block (the longest causal tile); otherwise rank = q-block, and
