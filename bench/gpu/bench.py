@@ -55,6 +55,17 @@ def visible_pairs_mask(sq, sk, causal, wl=-1, wr=-1, chunk=0):
     return tot
 
 
+# Issue-6 scheduling variants (env switches of src/cuda/forward_sm90.cpp, for --long and
+# any A/B of the tile order): every entry sets every switch, so no setting leaks from one
+# timed call into the next. "default" is what ships.
+SCHED_BASE = {"LONGATTN_SECTIONS": "", "LONGATTN_L2_BYTES": "", "LONGATTN_TILE_LIST": "", "LONGATTN_DYNAMIC": ""}
+SCHED_VARIANTS = [
+    ("default", SCHED_BASE),
+    ("nosections", {**SCHED_BASE, "LONGATTN_SECTIONS": "0"}),  # causal: one LPT snake; full: heads fastest
+    ("static", {**SCHED_BASE, "LONGATTN_DYNAMIC": "0"}),  # static snake instead of the atomic counter
+]
+
+
 class LongAttn:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
@@ -293,13 +304,20 @@ def ragged_rows(la, causal, l2_bytes):
     torch.cuda.synchronize()
     if torch.isnan(rs[0][3]).any().item():
         print("  ragged: NaN in the output (unwritten?)", file=sys.stderr)
-    ms = time_interleaved({"ragged": fr, "dense": fd}, nsets)
+    def fp(i):  # the padded (batch x q-blocks of the longest) grid, without the tile list
+        os.environ["LONGATTN_TILE_LIST"] = "0"
+        fr(i)
+        os.environ["LONGATTN_TILE_LIST"] = ""
+    ms = time_interleaved({"ragged": fr, "dense": fd, "padded": fp}, nsets)
     fl_r = 4.0 * h * d * pairs
     fl_d = 4.0 * bd * h * d * visible_pairs_mask(4096, 4096, causal)
     out = [{"b": 64, "seq": total, "h": h, "d": d, "causal": causal, "variant": "ragged 64 x 100..8k",
             "ms": ms["ragged"], "tflops": fl_r / ms["ragged"] / 1e9},
            {"b": bd, "seq": 4096, "h": h, "d": d, "causal": causal, "variant": f"dense {bd} x 4096",
-            "ms": ms["dense"], "tflops": fl_d / ms["dense"] / 1e9}]
+            "ms": ms["dense"], "tflops": fl_d / ms["dense"] / 1e9},
+           {"b": 64, "seq": total, "h": h, "d": d, "causal": causal,
+            "variant": "ragged, padded grid (LONGATTN_TILE_LIST=0)",
+            "ms": ms["padded"], "tflops": fl_r / ms["padded"] / 1e9}]
     del rs, ds
     torch.cuda.empty_cache()
     return out
