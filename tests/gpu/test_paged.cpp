@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_case.h"
 #include "support/testing.h"
 
 namespace longattn {
@@ -129,6 +130,10 @@ TEST_P(GpuPaged, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   const CaseSpec& s = GetParam();
   Case c = testing::make_case(s);
+  // Keys no output reads (rows past seqused_k in a sequence's pages, the last page's tail,
+  // spare pages) hold NaN (Inf for odd seeds): a sequence's last K/V tile fetches some of
+  // them and must not let them reach the output.
+  ASSERT_GT(gputest::poison_unread_kv(c.args, s.seed % 2 ? INFINITY : NAN), 0);
   DeviceCase d = to_device(c);
   ASSERT_EQ(d.bufs.size() > 0, true);
   Status st = forward(d.args);
@@ -159,6 +164,30 @@ TEST(GpuPagedSpecs, ValidOnHost) {
     Case c = testing::make_case(s);
     Status st = validate(c.args);
     EXPECT_TRUE(st.ok()) << testing::describe(s) << ": " << st.message();
+  }
+}
+
+// Host-only: poison_unread_kv sets only keys the reference never reads (its outputs stay
+// free of NaN) and does set some (a poisoning that hits nothing tests nothing): paged with
+// seqused_k, packed k with empty-query sequences, dense with seqused_k.
+TEST(GpuUnreadPoison, OnlyUnreadKeysOnHost) {
+  std::vector<CaseSpec> specs = {P(3, 40, 100, 4, 2, 64, 16, true, true, 40), P(2, 30, 70, 2, 2, 64, 3, false, true, 41)};
+  {
+    CaseSpec s = P(4, 50, 90, 4, 2, 64, 0, false, true, 42);
+    s.ragged_q = s.ragged_k = true;
+    s.seqlens_q = {50, 0, 20, 0};
+    s.seqlens_k = {90, 40, 33, 7};
+    specs.push_back(s);
+    s = P(3, 50, 90, 4, 2, 64, 0, true, true, 43);
+    specs.push_back(s);
+  }
+  for (const CaseSpec& s : specs) {
+    Case c = testing::make_case(s);
+    const int64_t n = gputest::poison_unread_kv(c.args, NAN);
+    EXPECT_GT(n, 0) << testing::describe(s);
+    EXPECT_EQ(testing::count_nan(c.k) + testing::count_nan(c.v), n) << testing::describe(s);
+    ASSERT_TRUE(forward(c.args).ok()) << testing::describe(s);
+    EXPECT_EQ(testing::count_nan(c.out), 0) << testing::describe(s) << ": the reference read a poisoned key";
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "cuda/ptx/smem_desc.cuh"
+#include "cuda/ptx/sync.cuh"
 #include "cuda/ptx/tma.cuh"
 #include "cuda/ptx/wgmma.cuh"
 #include "cuda/sm90/params.h"
@@ -118,6 +119,29 @@ struct Producer {
     load_v(b, hk, lo);
   }
 };
+
+// Rows [first_row, kBlockN) of a K/V stage set to zero by all consumer threads (`ctid` in
+// [0, 128 kWGs)), then made visible to wgmma (async proxy) and to every consumer warpgroup.
+// Used on a sequence's last V tile only: TMA fetched whatever lies past the sequence's keys
+// there (unused cache rows past seqused_k, the next sequence of a packed tensor, or nothing
+// for boxes the paged producer skipped), and P = 0 for those keys does not cancel a NaN or
+// Inf in V (0 * NaN = NaN in P.V). Whole 128-byte rows: the 128B swizzle permutes the 16-byte
+// units inside a row's line and never moves a row, so the swizzle needs no care here.
+// NOTES: all consumer warpgroups must call it for the same tile, outside their ping-pong
+// turns (a warpgroup waiting here while holding the turn would deadlock the other).
+template <class Cfg>
+__device__ __forceinline__ void clear_tail_rows(uint8_t* stage, int32_t first_row, int ctid) {
+  constexpr int kThreads = 128 * Cfg::kWGs;
+  const int32_t units = (Cfg::kBlockN - first_row) * 8;  // 16-byte units per chunk
+#pragma unroll
+  for (int c = 0; c < Cfg::kHeadDim / 64; ++c) {
+    uint8_t* rows = stage + c * Cfg::kBlockN * 128 + first_row * 128;
+    for (int32_t u = ctid; u < units; u += kThreads)
+      *reinterpret_cast<uint4*>(rows + 16 * u) = make_uint4(0u, 0u, 0u, 0u);
+  }
+  ptx::fence_proxy_async_smem();
+  ptx::named_sync(ptx::kBarClearTail, kThreads);
+}
 
 // S(64 x kBlockN) = Q(64 rows of this warpgroup) K^T: both K-major, hdim/16 SS wgmmas.
 template <class Cfg>
