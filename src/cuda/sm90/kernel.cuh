@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           if constexpr (Cfg::kPaged) {
             prod.tile_paged(p, tc.b * int32_t(p.pt_stride_b),
                             p.cu_seqlens_q ? 0 : tc.b, tc.h, tc.h / int32_t(p.group),
-                            sc.q0 + tc.m_block * Cfg::kBlockM, int32_t(lo), int32_t(hi));
+                            sc.q0 + tc.m_block * Cfg::kBlockM, sc.k_len, int32_t(lo), int32_t(hi));
             continue;
           }
           // Ragged q / k: token-row coordinates from the sequence start, TMA batch 0.
