@@ -323,10 +323,13 @@ def ragged_rows(la, causal, l2_bytes):
     return out
 
 
-def paged_rows(la, causal, l2_bytes, page_sizes=(128, 256, 1024)):
+def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48, 100, 3)):
     """Paged K/V (shuffled page table over a pool with spare pages) against the same shape
     dense, interleaved on the same values (the pages hold the dense K/V rows permuted), plus
-    the max |paged - dense| output difference. hdim 128, 4 x 8192, 16 heads."""
+    the max |paged - dense| output difference. hdim 128, 4 x 8192, 16 heads. Page sizes
+    below the 128-key tile load each tile as boxes of the largest power of two dividing the
+    page (16: 8 boxes x 2 chunks = 16 TMAs per tile); sizes not dividing 8192 use seqused_k =
+    8192 (the last page's tail is NaN: it must not leak)."""
     b, s, h, d = 4, 8192, 16, 128
     gen = torch.Generator(device="cuda").manual_seed(5)
     q = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -336,17 +339,22 @@ def paged_rows(la, causal, l2_bytes, page_sizes=(128, 256, 1024)):
     fns = {"dense": lambda i: la.ex(q, k, v, od, causal)}
     outs = {}
     for ps in page_sizes:
-        mp = s // ps
+        mp = (s + ps - 1) // ps
         npg = b * mp + 7
         perm = torch.randperm(npg, generator=torch.Generator().manual_seed(ps))[: b * mp]
         pt = perm.view(b, mp).to(torch.int32).cuda()
-        kp = torch.zeros(npg, ps, h, d, device="cuda", dtype=torch.bfloat16)
-        vp = torch.zeros_like(kp)
-        kp[perm.cuda()] = k.reshape(b * mp, ps, h, d)
-        vp[perm.cuda()] = v.reshape(b * mp, ps, h, d)
+        kp = torch.full((npg, ps, h, d), float("nan"), device="cuda", dtype=torch.bfloat16)
+        vp = torch.full_like(kp, float("nan"))
+        pad = mp * ps - s
+        kpad = torch.nn.functional.pad(k, (0, 0, 0, 0, 0, pad), value=float("nan")) if pad else k
+        vpad = torch.nn.functional.pad(v, (0, 0, 0, 0, 0, pad), value=float("nan")) if pad else v
+        kp[perm.cuda()] = kpad.reshape(b * mp, ps, h, d)
+        vp[perm.cuda()] = vpad.reshape(b * mp, ps, h, d)
+        used = torch.full((b,), s, device="cuda", dtype=torch.int32) if pad else None
         op = torch.full_like(q, float("nan"))
         outs[ps] = op
-        fns[f"paged {ps}"] = (lambda i, kp=kp, vp=vp, op=op, pt=pt: la.paged(q, kp, vp, op, pt, causal))
+        fns[f"paged {ps}"] = (lambda i, kp=kp, vp=vp, op=op, pt=pt, used=used:
+                              la.paged(q, kp, vp, op, pt, causal, used))
     for f in fns.values():
         f(0)
     torch.cuda.synchronize()
