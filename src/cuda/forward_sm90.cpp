@@ -13,6 +13,7 @@
 #include "cuda/device_guard.h"
 #include "cuda/ptx/tensor_map.h"
 #include "cuda/sm90/launch.h"
+#include "cuda/sm90/page_math.h"
 #include "cuda/sm90/schedule_rule.h"
 #include "cuda/util_kernels.h"
 
@@ -157,19 +158,11 @@ Status cuda_forward(const Args& a, const Problem& p) {
                                     : ragged   ? cuda::sm90::ragged_tile(int(p.dim_qk))
                                     : features ? cuda::sm90::feature_tile(int(p.dim_qk))
                                                : cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
-  // Paged K/V: the TMA path needs whole K/V tiles inside one page, and (producer registers,
-  // mainloop.cuh tile_paged) a power-of-two number of tiles per page.
-  int page_shift = 0;
-  if (paged) {
-    const int64_t per = p.page_size / tc.block_n;
-    while ((int64_t(1) << page_shift) < per) ++page_shift;
-    if (p.page_size % tc.block_n != 0 || (int64_t(1) << page_shift) != per)
-      return not_yet("page_table: page size " + std::to_string(p.page_size) + " (head dim " +
-                     std::to_string(p.dim_qk) + " needs " + std::to_string(tc.block_n) +
-                     " x a power of two; the gather path for other page sizes is future work)");
-    if ((p.batch - 1) * a.page_table.stride[0] + p.max_pages > INT32_MAX)
-      return not_yet("page_table: 2^31 or more entries");
-  }
+  // Paged K/V, any page size: each K/V tile is loaded as boxes of 2^box_shift rows that never
+  // cross a page (mainloop.cuh load_paged). Table offsets are 32-bit in the producer.
+  const int box_shift = paged ? cuda::sm90::box_shift_for(p.page_size, tc.block_n) : 0;
+  if (paged && (p.batch - 1) * a.page_table.stride[0] + p.max_pages > INT32_MAX)
+    return not_yet("page_table: 2^31 or more entries");
   if (paged && a.page_table.stride[1] != 1 && p.max_pages > 1)
     return not_yet("page_table: a non-contiguous row (stride[1] != 1)");
   if (paged && (p.num_pages > INT32_MAX || p.page_size > INT32_MAX / 2))
@@ -189,9 +182,12 @@ Status cuda_forward(const Args& a, const Problem& p) {
 
   LaunchArgs la{};
   std::string err;
+  // Paged boxes shorter than the tile carry one 64-column chunk each (tensor_map.h).
+  const int kv_box_rows = paged ? 1 << box_shift : tc.block_n;
+  cuda::TileMapSpec mk = map_spec(a.k, dt, kv_box_rows), mv = map_spec(a.v, dt, kv_box_rows);
+  if (kv_box_rows < tc.block_n) mk.box_chunks = mv.box_chunks = 1;
   if (!(err = cuda::encode_tile_map(map_spec(a.q, dt, tc.block_m), &la.tm_q)).empty() ||
-      !(err = cuda::encode_tile_map(map_spec(a.k, dt, tc.block_n), &la.tm_k)).empty() ||
-      !(err = cuda::encode_tile_map(map_spec(a.v, dt, tc.block_n), &la.tm_v)).empty())
+      !(err = cuda::encode_tile_map(mk, &la.tm_k)).empty() || !(err = cuda::encode_tile_map(mv, &la.tm_v)).empty())
     return Status::Error("CUDA backend: " + err);
 
   cuda::sm90::FwdParams& fp = la.p;
@@ -265,7 +261,10 @@ Status cuda_forward(const Args& a, const Problem& p) {
     fp.page_table = static_cast<const int32_t*>(a.page_table.data);
     fp.pt_stride_b = a.page_table.stride[0];
     fp.page_size = int32_t(p.page_size);
-    fp.page_shift = page_shift;
+    const cuda::sm90::PageDiv pd = cuda::sm90::make_page_div(uint32_t(p.page_size));
+    fp.page_magic = pd.magic;
+    fp.page_div_shift = pd.shift;
+    fp.box_shift = box_shift;
   }
   la.num_sms = guard.num_sms();
   la.stream = stream;

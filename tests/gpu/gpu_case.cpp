@@ -68,8 +68,34 @@ std::string Shape::name() const {
   if (!lens_q.empty()) o << "_raggedq" << lens_q.size();
   if (!lens_k.empty()) o << "_raggedk" << lens_k.size();
   if (!used_k.empty()) o << "_seqused";
+  if (unread != 0.f) o << (std::isnan(unread) ? "_unreadNaN" : "_unreadInf");
   if (!lens_q.empty() || !lens_k.empty()) o << "_s" << seed;
   return o.str();
+}
+
+int64_t poison_unread_kv(const Args& h, float value) {
+  detail::Problem p;
+  if (!detail::build_problem(h, &p).ok()) return -1;
+  int64_t n = 0;
+  for (const Tensor* t : {&h.k, &h.v}) {
+    std::vector<uint8_t> read(size_t(span(*t)), 0);
+    const int64_t dim = t->shape[t->rank - 1];
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const detail::SeqInfo si = detail::seq_info(h, p, b);
+      if (si.q_len == 0) continue;  // nothing reads this sequence's keys
+      for (int64_t j = 0; j < si.k_len; ++j)
+        for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
+          const int64_t off = t == &h.k ? detail::k_offset(h, p, b, si, j, hk) : detail::v_offset(h, p, b, si, j, hk);
+          std::fill_n(read.begin() + off, dim, uint8_t(1));
+        }
+    }
+    for (size_t i = 0; i < read.size(); ++i)
+      if (!read[i]) {
+        detail::store_from_float(t->data, t->dtype, int64_t(i), value);
+        ++n;
+      }
+  }
+  return n;
 }
 
 namespace {
@@ -130,6 +156,24 @@ CheckResult run_case(const Shape& s, double atol) {
   {
     std::uniform_real_distribution<float> U(s.sink_lo, s.sink_hi);
     for (float& x : hsink) x = U(rng);
+  }
+  if (s.unread != 0.f) {  // host view of the same problem, metadata on the host
+    Args u = a;
+    u.q.data = hq.data();
+    u.k.data = hk.data();
+    u.v.data = hv.data();
+    u.cu_seqlens_q.data = rq ? cu_q.data() : nullptr;
+    u.cu_seqlens_k.data = rk ? cu_k.data() : nullptr;
+    u.seqused_k.data = ru ? used.data() : nullptr;
+    for (Tensor* t : {&u.q, &u.k, &u.v, &u.out, &u.cu_seqlens_q, &u.cu_seqlens_k, &u.seqused_k}) t->device = Device{};
+    std::vector<uint8_t> scratch(ob);  // out: described, never written (no aliasing)
+    u.out.data = scratch.data();
+    u.backend = Backend::reference;
+    r.unread_set = poison_unread_kv(u, s.unread);
+    if (r.unread_set < 0) {
+      r.failure = "poison_unread_kv: not a valid host problem";
+      return r;
+    }
   }
   DevBuf dq(hq.size()), dk(hk.size()), dv(hv.size()), dout(ob), dlse(size_t(nl * 4)), dsink(hsink.size() * 4);
   if (!dq.p || !dk.p || !dv.p || !dout.p || !dlse.p || !dsink.p) {

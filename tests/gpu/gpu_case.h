@@ -28,6 +28,9 @@ struct Shape {
   // Ragged batches: per-sequence lengths (non-empty: that tensor is packed with device
   // cu_seqlens; batch = the vector's size, seq_q / seq_k ignored for it); used_k: seqused_k.
   std::vector<int32_t> lens_q, lens_k, used_k;
+  // != 0: every K/V element that no output row reads (keys past a sequence's used length,
+  // keys of sequences without queries) holds this value (NaN, Inf): it must not leak.
+  float unread = 0.f;
   uint64_t seed = 1;
   std::string name() const;
 };
@@ -36,9 +39,17 @@ struct CheckResult {
   Status status;
   double max_err = 0, naive_err = 0, lse_err = 0, lse_naive = 0;
   int64_t nan_out = 0, nan_lse = 0, rows_checked = 0;
+  int64_t unread_set = 0;  // K/V elements set to Shape::unread (a test of it needs > 0)
   std::string failure;  // empty: passed
   std::vector<uint8_t> out_bytes;  // the whole output (for determinism checks)
 };
+
+// Sets every K/V element of the host problem `h` (host metadata) that no output row reads
+// to `value`, in place (h.k.data / h.v.data): keys past a sequence's used length (seqused_k,
+// a page's or a packed tensor's rows past it, spare pages) and all keys of sequences without
+// queries. The reference never reads them; a kernel that lets them reach P.V fails.
+// Returns the number of K and V elements set (-1: `h` is not a valid problem).
+int64_t poison_unread_kv(const Args& h, float value);
 
 // Runs longattn::forward with backend=cuda on device copies of random inputs, then checks
 // the sampled rows (every written element is checked for NaN: outputs are poisoned first).

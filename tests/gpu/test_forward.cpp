@@ -30,6 +30,7 @@ TEST_P(GpuForward, MatchesReference) {
   printf("%-48s err %.2e naive %.2e lse %.2e (naive %.2e) rows %lld\n", s.name().c_str(), r.max_err,
          r.naive_err, r.lse_err, r.lse_naive, (long long)r.rows_checked);
   EXPECT_TRUE(r.failure.empty()) << s.name() << ": " << r.failure;
+  if (s.unread != 0.f) EXPECT_GT(r.unread_set, 0) << s.name() << ": nothing was unread (the case tests nothing)";
 }
 
 Shape S(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, bool causal,
@@ -237,6 +238,47 @@ std::vector<Shape> ragged_cases() {
   return v;
 }
 
+// Keys that no output reads hold NaN / Inf (Shape::unread): unused cache rows past
+// seqused_k (dense k), a packed k's rows past seqused_k, and the keys of neighbouring
+// sequences without queries, which a sequence's last K/V tile fetches (TMA loads whole
+// tiles; P = 0 does not cancel 0 * NaN in P.V). Tails of 1, 63, 65, 127 rows; the three
+// head dims; with windows, sinks, softcap.
+Shape unread(Shape s, float v) { s.unread = v; return s; }
+
+std::vector<Shape> unread_cases() {
+  std::vector<Shape> v;
+  const float nan = NAN, inf = INFINITY;
+  {
+    Shape s = F(3, 200, 500, 4, 2, 128, false);
+    s.used_k = {77, 300, 129};
+    v.push_back(unread(s, nan));
+    s.causal = true;
+    v.push_back(unread(s, inf));
+    s = F(3, 150, 333, 6, 2, 64, true);
+    s.used_k = {1, 191, 255};
+    v.push_back(unread(s, nan));
+    s = F(2, 100, 200, 4, 2, 256, false);
+    s.used_k = {65, 127};
+    s.sinks = true;
+    v.push_back(unread(s, nan));
+    v.push_back(unread(s, -inf));
+  }
+  // Packed k: sequences 1 and 3 have keys but no queries (poisoned); 0, 2 and 4 end inside
+  // a tile, so their last tiles reach into them.
+  const std::vector<int32_t> lq = {100, 0, 300, 0, 57}, lk = {130, 200, 300, 77, 190};
+  v.push_back(unread(R(lq, lk, 4, 2, 128, false, 30), nan));
+  v.push_back(unread(R(lq, lk, 4, 2, 128, true, 31), inf));
+  v.push_back(unread(R(lq, lk, 6, 2, 64, true, 32), nan));
+  v.push_back(unread(R(lq, lk, 4, 1, 256, false, 33), nan));
+  v.push_back(unread(cap(sinks(win(R(lq, lk, 4, 2, 128, true, 34), 70, -1)), 10.f), nan));
+  {
+    Shape s = R({300, 200, 50}, {300, 200, 64}, 4, 2, 128, true, 35);  // packed k + seqused_k
+    s.used_k = {250, 3, 64};
+    v.push_back(unread(s, nan));
+  }
+  return v;
+}
+
 std::vector<Shape> long_feature_cases() {
   std::vector<Shape> v;
   Shape s = win(F(1, 20000, 20000, 2, 1, 128, true), 4096, -1);
@@ -254,6 +296,7 @@ INSTANTIATE_TEST_SUITE_P(Core, GpuForward, ::testing::ValuesIn(core_cases()), ca
 INSTANTIATE_TEST_SUITE_P(Long, GpuForward, ::testing::ValuesIn(long_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Features, GpuForward, ::testing::ValuesIn(feature_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Ragged, GpuForward, ::testing::ValuesIn(ragged_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Unread, GpuForward, ::testing::ValuesIn(unread_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(LongFeatures, GpuForward, ::testing::ValuesIn(long_feature_cases()), case_name);
 
 // A moving result is a race: the same inputs must give bitwise the same output.

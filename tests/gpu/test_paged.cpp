@@ -1,9 +1,9 @@
 // Paged K/V on the GPU (the ragged feature kernel with KernelConfig kPaged): problems from
 // tests/support make_case (shuffled page table, spare pages), copied to the device, checked
-// against the float64 reference on every row. Page sizes equal to and multiples of the
-// kernel's K/V tile (block_n: 128 for head dims 64 / 128, 64 for 256; a power-of-two number
-// of tiles per page); other page sizes are
-// refused with NotSupported naming page_table; Args::check_page_table reports a bad entry.
+// against the float64 reference on every row, with every key no output reads set to NaN /
+// Inf. Page sizes of every kind: 1, 3, powers of two below, at and above the kernel's K/V
+// tile (block_n: 128 for head dims 64 / 128, 64 for 256), and multiples of none of them;
+// Args::check_page_table reports a bad entry.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_case.h"
 #include "support/testing.h"
 
 namespace longattn {
@@ -120,6 +121,39 @@ std::vector<CaseSpec> paged_cases() {
     s.mask.window_left = 200;
     v.push_back(s);
   }
+  // Any page size (boxes of the largest power of two dividing the page, mainloop.cuh
+  // load_paged): 1, 3 (single-row boxes), 16 (the vLLM default), 24, 48, 64 (below the
+  // 128-key tile), 100, 200, 384 (3 tiles per page); every head dim, seqused_k, ragged q,
+  // both alignments, windows, chunks, sinks, softcap.
+  v.push_back(P(3, 200, 450, 4, 2, 128, 16, true, true, 11));
+  v.push_back(P(2, 300, 517, 4, 2, 128, 16, false, false, 12));
+  v.push_back(P(2, 100, 300, 4, 2, 128, 1, true, true, 13));
+  v.push_back(P(2, 150, 400, 4, 1, 128, 3, false, true, 14));
+  v.push_back(P(3, 250, 700, 6, 2, 64, 48, true, true, 15));
+  v.push_back(P(2, 333, 555, 4, 2, 256, 100, false, true, 16));
+  v.push_back(P(2, 200, 1000, 4, 2, 128, 384, true, true, 17));
+  v.push_back(P(2, 129, 900, 4, 2, 64, 200, false, true, 18));
+  v.push_back(P(2, 140, 333, 4, 2, 128, 64, true, true, 19));
+  v.push_back(P(2, 90, 250, 4, 2, 256, 24, true, true, 22));
+  v.push_back(P(2, 77, 190, 2, 2, 64, 1, false, true, 23));
+  {
+    CaseSpec s = P(4, 300, 600, 4, 2, 128, 16, true, true, 24);  // ragged q + page 16
+    s.ragged_q = true;
+    v.push_back(s);
+    s = P(2, 400, 300, 4, 2, 128, 3, true, false, 25);  // top-left, rows without keys
+    s.mask.align = CausalAlign::top_left;
+    v.push_back(s);
+    s = P(2, 260, 900, 4, 2, 128, 16, true, true, 26);  // f16 -> f32, sinks, softcap, window
+    s.dtype = DType::f16;
+    s.out_dtype = DType::f32;
+    s.sinks = true;
+    s.softcap = 15.f;
+    s.mask.window_left = 200;
+    v.push_back(s);
+    s = P(2, 500, 500, 4, 2, 64, 48, true, true, 27);  // chunked attention
+    s.mask.chunk_size = 100;
+    v.push_back(s);
+  }
   return v;
 }
 
@@ -129,6 +163,10 @@ TEST_P(GpuPaged, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   const CaseSpec& s = GetParam();
   Case c = testing::make_case(s);
+  // Keys no output reads (rows past seqused_k in a sequence's pages, the last page's tail,
+  // spare pages) hold NaN (Inf for odd seeds): a sequence's last K/V tile fetches some of
+  // them and must not let them reach the output.
+  ASSERT_GT(gputest::poison_unread_kv(c.args, s.seed % 2 ? INFINITY : NAN), 0);
   DeviceCase d = to_device(c);
   ASSERT_EQ(d.bufs.size() > 0, true);
   Status st = forward(d.args);
@@ -162,18 +200,27 @@ TEST(GpuPagedSpecs, ValidOnHost) {
   }
 }
 
-// Page sizes the TMA path cannot serve are refused (named), and nothing is written.
-TEST(GpuPagedRefusal, OtherPageSizesNotSupported) {
-  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
-  // 64: below hdim 128's 128-key tile; 384: 3 tiles per page (not a power of two).
-  for (int64_t page : {16, 64, 200, 384}) {
-    Case c = testing::make_case(P(2, 100, 300, 4, 2, 128, page, true, false, 20));
-    DeviceCase d = to_device(c);
-    Status st = forward(d.args);
-    EXPECT_EQ(st.code(), Status::Code::not_supported) << page << ": " << st.message();
-    EXPECT_NE(st.message().find("page_table"), std::string::npos) << st.message();
-    d.download(c.out, d.args.out);
-    EXPECT_EQ(testing::count_nan(c.out), c.out.t.numel()) << "out written for page size " << page;
+// Host-only: poison_unread_kv sets only keys the reference never reads (its outputs stay
+// free of NaN) and does set some (a poisoning that hits nothing tests nothing): paged with
+// seqused_k, packed k with empty-query sequences, dense with seqused_k.
+TEST(GpuUnreadPoison, OnlyUnreadKeysOnHost) {
+  std::vector<CaseSpec> specs = {P(3, 40, 100, 4, 2, 64, 16, true, true, 40), P(2, 30, 70, 2, 2, 64, 3, false, true, 41)};
+  {
+    CaseSpec s = P(4, 50, 90, 4, 2, 64, 0, false, true, 42);
+    s.ragged_q = s.ragged_k = true;
+    s.seqlens_q = {50, 0, 20, 0};
+    s.seqlens_k = {90, 40, 33, 7};
+    specs.push_back(s);
+    s = P(3, 50, 90, 4, 2, 64, 0, true, true, 43);
+    specs.push_back(s);
+  }
+  for (const CaseSpec& s : specs) {
+    Case c = testing::make_case(s);
+    const int64_t n = gputest::poison_unread_kv(c.args, NAN);
+    EXPECT_GT(n, 0) << testing::describe(s);
+    EXPECT_EQ(testing::count_nan(c.k) + testing::count_nan(c.v), n) << testing::describe(s);
+    ASSERT_TRUE(forward(c.args).ok()) << testing::describe(s);
+    EXPECT_EQ(testing::count_nan(c.out), 0) << testing::describe(s) << ": the reference read a poisoned key";
   }
 }
 

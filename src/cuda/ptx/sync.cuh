@@ -17,6 +17,9 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 }
 
 // Named barriers (ids 1..15; 0 is __syncthreads). `threads` is a multiple of 32.
+// Ids 1..kWGs: the consumers' ping-pong turns (kernel.cuh); kBarClearTail: all consumers
+// after clearing a sequence's last V tile (mainloop.cuh clear_tail_rows).
+constexpr uint32_t kBarClearTail = 15;
 __device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

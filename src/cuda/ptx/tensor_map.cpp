@@ -42,7 +42,7 @@ std::string encode_tile_map(const TileMapSpec& s, CUtensorMap* map) {
   // Degenerate extents (1) may carry any stride; keep them valid multiples of 16.
   if (s.heads == 1) strides[2] = 16;
   if (s.batch == 1) strides[3] = 16;
-  cuuint32_t box[5] = {64, cuuint32_t(s.box_rows), cuuint32_t(s.dim / 64), 1, 1};
+  cuuint32_t box[5] = {64, cuuint32_t(s.box_rows), cuuint32_t(s.box_chunks > 0 ? s.box_chunks : s.dim / 64), 1, 1};
   cuuint32_t estr[5] = {1, 1, 1, 1, 1};
   CUresult r = enc(map, s.dtype, 5, const_cast<void*>(s.base), dims, strides, box, estr,
                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,

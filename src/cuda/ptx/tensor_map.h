@@ -19,6 +19,10 @@ struct TileMapSpec {
   int64_t batch = 0, heads = 0, rows = 0, dim = 0;
   int64_t stride_batch = 0, stride_row = 0, stride_head = 0;  // elements
   int box_rows = 0;
+  // 64-column chunks per box; 0: all (dim / 64, one box = a whole tile). Paged K/V with
+  // boxes shorter than the tile uses 1: a box's chunks land box_rows x 128 bytes apart, the
+  // tile's kBlockN x 128 apart, so each chunk of a short box is its own load.
+  int box_chunks = 0;
 };
 
 // Encodes `spec` into `map`. Returns "" on success, else a message.

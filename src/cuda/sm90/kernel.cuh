@@ -177,6 +177,20 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       }
     };
 
+    // Ragged kernel: a sequence's last key block may end inside its V tile (block hi - 1);
+    // its rows past the end are cleared before the P.V that reads them (clear_tail_rows,
+    // mainloop.cuh). Full tiles pay a compare. The dense kernels' K/V maps end at seq_k, so
+    // TMA already fills their tails with zeros.
+    auto clear_v_tail = [&] {
+      if constexpr (Cfg::kRagged) {
+        const int32_t n = mask.sk - int32_t(hi - 1) * Cfg::kBlockN;
+        if (n < Cfg::kBlockN) {
+          ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
+          clear_tail_rows<Cfg>(sm.v(vs.stage), n, wg * 128 + tid);
+        }
+      }
+    };
+
     const uint8_t* q_wg = sm.q(qs.stage) + wg * 64 * 128;  // 64-row slice of every Q chunk
     uint64_t* q_empty = sm.q_empty(qs.stage);
     ptx::mbar_wait(sm.q_full(qs.stage), qs.phase);
@@ -186,6 +200,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       uint32_t pf[kNP];
       int64_t j = hi - 1;
       ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
+      // hdim 256: clear V[hi - 1] before S lives (in the loop, its consumer spilled 8 bytes);
+      // the first S waits for V's landing, once per tile.
+      if (Cfg::kHeadDim > 128) clear_v_tail();
       turn.wait_turn();
       gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
       turn.pass_turn();
@@ -201,6 +218,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
 
       for (j = hi - 2; j >= lo; --j) {
         ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
+        if (Cfg::kHeadDim <= 128 && j == hi - 2) clear_v_tail();  // V[hi - 1], read by this P.V
         turn.wait_turn();
         gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
         // Rescale O while S runs on the tensor cores (FlashAttention-3 order): O is not an
@@ -225,6 +243,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       }
       if (rescale) rescale_rows(o, factor);
       ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
+      if (Cfg::kHeadDim <= 128 && lo == hi - 1) clear_v_tail();  // one key block: V[lo] is V[hi - 1]
       turn.wait_turn();
       gemm_pv<Cfg>(o, pf, sm.v(vs.stage));
       turn.pass_turn();
@@ -326,7 +345,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           if constexpr (Cfg::kPaged) {
             prod.tile_paged(p, tc.b * int32_t(p.pt_stride_b),
                             p.cu_seqlens_q ? 0 : tc.b, tc.h, tc.h / int32_t(p.group),
-                            sc.q0 + tc.m_block * Cfg::kBlockM, int32_t(lo), int32_t(hi));
+                            sc.q0 + tc.m_block * Cfg::kBlockM, sc.k_len, int32_t(lo), int32_t(hi));
             continue;
           }
           // Ragged q / k: token-row coordinates from the sequence start, TMA batch 0.

@@ -9,8 +9,10 @@
 #include <cstdint>
 
 #include "cuda/ptx/smem_desc.cuh"
+#include "cuda/ptx/sync.cuh"
 #include "cuda/ptx/tma.cuh"
 #include "cuda/ptx/wgmma.cuh"
+#include "cuda/sm90/page_math.h"
 #include "cuda/sm90/params.h"
 #include "cuda/sm90/smem_layout.cuh"
 
@@ -77,33 +79,62 @@ struct Producer {
     }
     load_v_row(kb, hk, k0 + lo * Cfg::kBlockN);
   }
-  // Paged K/V: key block j of a sequence lies in page pt_row[j >> shift] at row
-  // (j & (2^shift - 1)) * kBlockN, 2^shift = page_size / kBlockN (a tile never crosses a
-  // page). The page is the TMA batch coordinate of the rank-4 K/V maps. Entries are trusted
-  // (Args::check_page_table validates them first, on request). NOTES: the producer runs on
-  // 24-32 registers: an integer division by page_size / kBlockN spilled 36 bytes, a 64-bit
-  // row pointer 12, so the host sends only power-of-two page-to-tile ratios and tables of
-  // fewer than 2^31 entries (pt_off: 32-bit entry offset of the row; the table pointer and
-  // shift stay in the parameter bank).
+  // Paged K/V, any page size: key block j is loaded as boxes of r = 2^box_shift rows (the
+  // largest power of two dividing the page size, at most kBlockN; page_math.h), so a box
+  // never crosses a page: token t = j kBlockN + i r lies in page page_table[b, t / page_size]
+  // at row t % page_size, the TMA batch coordinate of the rank-4 (num_pages, page_size,
+  // heads, dim) maps. r = kBlockN: one box holds every 64-column chunk (one TMA per tile, the
+  // page-multiple case); shorter boxes hold one chunk and land at row i r of each chunk.
+  // Boxes starting at or past the sequence's used keys are not loaded (their page-table
+  // entries need not exist); their rows keep stale data: K there is masked, V cleared by the
+  // consumers (clear_tail_rows). 128B swizzle is a function of the shared-memory address
+  // (rows repeat every 8 x 128 bytes), so boxes of any r give the one-box layout
+  // (test_primitives: TmaBoxRows). Entries are trusted (Args::check_page_table validates them
+  // first, on request). NOTES: the producer runs on 40 registers; the page comes from a
+  // multiply-high (page_div), not a division, and the table offset is 32-bit (the host sends
+  // tables of fewer than 2^31 entries; the pointer and divisor stay in the parameter bank).
+  template <bool kIsK>
+  __device__ __forceinline__ void load_paged(const FwdParams& p, int32_t pt_off, int32_t hk, uint32_t k_len,
+                                             uint32_t j) {
+    PipeState<Cfg::kStages>& st = kIsK ? ks : vs;
+    uint64_t* full = kIsK ? sm.k_full(st.stage) : sm.v_full(st.stage);
+    ptx::mbar_wait(kIsK ? sm.k_empty(st.stage) : sm.v_empty(st.stage), st.phase ^ 1u);
+    uint8_t* dst = kIsK ? sm.k(st.stage) : sm.v(st.stage);
+    const CUtensorMap* tm = kIsK ? tm_k : tm_v;
+    const uint32_t t0 = j * Cfg::kBlockN, shift = uint32_t(p.box_shift);
+    const uint32_t rows = k_len - t0 < uint32_t(Cfg::kBlockN) ? k_len - t0 : uint32_t(Cfg::kBlockN);
+    const uint32_t boxes = (rows + (1u << shift) - 1) >> shift;
+    ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (Cfg::kHeadDim * 2));
+    uint32_t pg = page_div(t0, p.page_magic, p.page_div_shift);
+    uint32_t row = t0 - pg * uint32_t(p.page_size);
+    if ((1 << p.box_shift) == Cfg::kBlockN) {  // whole tile in one page: one box, every chunk
+      ptx::tma_load_5d(dst, tm, full, 0, int32_t(row), 0, hk, __ldg(p.page_table + (pt_off + int32_t(pg))));
+    } else {
+      for (uint32_t i = 0; i < boxes; ++i) {
+        const int32_t page = __ldg(p.page_table + (pt_off + int32_t(pg)));
+#pragma unroll
+        for (int c = 0; c < Cfg::kHeadDim / 64; ++c)
+          ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, 0, int32_t(row), c,
+                           hk, page);
+        row += 1u << shift;
+        if (row == uint32_t(p.page_size)) {
+          row = 0;
+          ++pg;
+        }
+      }
+    }
+    st.advance();
+  }
   __device__ __forceinline__ void tile_paged(const FwdParams& p, int32_t pt_off, int32_t qb, int32_t h,
-                                             int32_t hk, int32_t q_row, int32_t lo, int32_t hi) {
+                                             int32_t hk, int32_t q_row, int32_t k_len, int32_t lo, int32_t hi) {
     load_q_row(qb, h, q_row);
     if (hi <= lo) return;
-    auto kv = [&](bool is_k, uint32_t j) {
-      const int32_t page = __ldg(p.page_table + (pt_off + int32_t(j >> p.page_shift)));
-      const int32_t row = int32_t((j & ((1u << p.page_shift) - 1u)) * Cfg::kBlockN);
-      if (is_k) {
-        load_k_row(page, hk, row);
-      } else {
-        load_v_row(page, hk, row);
-      }
-    };
-    kv(true, uint32_t(hi - 1));
+    load_paged<true>(p, pt_off, hk, uint32_t(k_len), uint32_t(hi - 1));
     for (int32_t j = hi - 2; j >= lo; --j) {
-      kv(true, uint32_t(j));
-      kv(false, uint32_t(j + 1));
+      load_paged<true>(p, pt_off, hk, uint32_t(k_len), uint32_t(j));
+      load_paged<false>(p, pt_off, hk, uint32_t(k_len), uint32_t(j + 1));
     }
-    kv(false, uint32_t(lo));
+    load_paged<false>(p, pt_off, hk, uint32_t(k_len), uint32_t(lo));
   }
 
   // All loads of one tile, in the consumers' order.
@@ -118,6 +149,29 @@ struct Producer {
     load_v(b, hk, lo);
   }
 };
+
+// Rows [first_row, kBlockN) of a K/V stage set to zero by all consumer threads (`ctid` in
+// [0, 128 kWGs)), then made visible to wgmma (async proxy) and to every consumer warpgroup.
+// Used on a sequence's last V tile only: TMA fetched whatever lies past the sequence's keys
+// there (unused cache rows past seqused_k, the next sequence of a packed tensor, or nothing
+// for boxes the paged producer skipped), and P = 0 for those keys does not cancel a NaN or
+// Inf in V (0 * NaN = NaN in P.V). Whole 128-byte rows: the 128B swizzle permutes the 16-byte
+// units inside a row's line and never moves a row, so the swizzle needs no care here.
+// NOTES: all consumer warpgroups must call it for the same tile, outside their ping-pong
+// turns (a warpgroup waiting here while holding the turn would deadlock the other).
+template <class Cfg>
+__device__ __forceinline__ void clear_tail_rows(uint8_t* stage, int32_t first_row, int ctid) {
+  constexpr int kThreads = 128 * Cfg::kWGs;
+  const int32_t units = (Cfg::kBlockN - first_row) * 8;  // 16-byte units per chunk
+#pragma unroll
+  for (int c = 0; c < Cfg::kHeadDim / 64; ++c) {
+    uint8_t* rows = stage + c * Cfg::kBlockN * 128 + first_row * 128;
+    for (int32_t u = ctid; u < units; u += kThreads)
+      *reinterpret_cast<uint4*>(rows + 16 * u) = make_uint4(0u, 0u, 0u, 0u);
+  }
+  ptx::fence_proxy_async_smem();
+  ptx::named_sync(ptx::kBarClearTail, kThreads);
+}
 
 // S(64 x kBlockN) = Q(64 rows of this warpgroup) K^T: both K-major, hdim/16 SS wgmmas.
 template <class Cfg>

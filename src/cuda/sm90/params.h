@@ -68,12 +68,14 @@ struct FwdParams {
   int32_t offset_per_seq = 0;
   // Paged K/V (ragged kernel with KernelConfig kPaged): int32 (batch, max_pages) page table
   // on the device; k / v tensor maps are rank 4 (num_pages, page_size, heads_kv, dim), so
-  // the page is the TMA batch coordinate. page_size is a multiple of kBlockN (host check),
-  // so one K/V tile never crosses a page.
+  // the page is the TMA batch coordinate. A K/V tile is loaded as boxes of 2^box_shift rows
+  // (page_math.h box_shift_for: each inside one page); a token's page is
+  // page_div(token, page_magic, page_div_shift).
   const int32_t* page_table = nullptr;
   int64_t pt_stride_b = 0;  // entries; rows are contiguous (host check)
   int32_t page_size = 0;
-  int32_t page_shift = 0;  // log2(page_size / kBlockN): the host sends only powers of two
+  uint32_t page_magic = 1, page_div_shift = 0;
+  int32_t box_shift = 0;
 };
 
 }  // namespace longattn::cuda::sm90
