@@ -511,7 +511,10 @@ def run_long_shape(la, b, s, hq, hk, d, causal, variants, iters):
 def long_main(args, la, props, l2):
     """Issue 6: batch 1, 32 query heads / 8 kv heads, hdim 128, seq 8k..256k, and the short
     causal 1k shape (batch 16, 16 heads), vs cuDNN; extra variants = scheduler switches."""
-    base = {"LONGATTN_SECTIONS": ""}
+    # Every variant resets every switch (os.environ.update persists between calls: a base
+    # without LONGATTN_TILE / LONGATTN_DYNAMIC would time "longattn" with the previous
+    # variant's setting once that variant has run).
+    base = {**SCHED_BASE, "LONGATTN_TILE": ""}
     variants = [("longattn", base), ("nosections", {**base, "LONGATTN_SECTIONS": "0"})]
     extra = os.environ.get("LONG_VARIANTS", "")  # "name:ENV=V,ENV2=V;name2:..."
     for item in filter(None, extra.split(";")):
