@@ -515,7 +515,8 @@ def long_main(args, la, props, l2):
     # without LONGATTN_TILE / LONGATTN_DYNAMIC would time "longattn" with the previous
     # variant's setting once that variant has run).
     base = {**SCHED_BASE, "LONGATTN_TILE": ""}
-    variants = [("longattn", base), ("nosections", {**base, "LONGATTN_SECTIONS": "0"})]
+    variants = [("longattn", base), ("nosections", {**base, "LONGATTN_SECTIONS": "0"}),
+                ("static", {**base, "LONGATTN_DYNAMIC": "0"})]  # static snake vs the atomic counter
     extra = os.environ.get("LONG_VARIANTS", "")  # "name:ENV=V,ENV2=V;name2:..."
     for item in filter(None, extra.split(";")):
         name, _, kv = item.partition(":")
