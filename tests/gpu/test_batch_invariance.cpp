@@ -308,5 +308,37 @@ TEST_F(GpuBatchInvariance, StaticAndDynamicAssignmentMatchReference) {
     }
 }
 
+// Many short tiles (more than two rounds of the grid, so the dynamic counter runs) on small
+// data: the case for the sanitizers (memcheck / racecheck on the shared-memory id slots and
+// the ragged tile-list pre-kernel), dynamic and static, dense and ragged, vs the reference.
+TEST_F(GpuBatchInvariance, ManySmallTiles) {
+  using gputest::Shape;
+  Shape dense;
+  dense.batch = 10;
+  dense.seq_q = 200;
+  dense.seq_k = 231;
+  dense.heads_q = 32;
+  dense.heads_kv = 8;
+  dense.causal = true;
+  dense.rows_per_head = 6;
+  Shape ragged = dense;
+  ragged.heads_q = 4;
+  ragged.heads_kv = 2;
+  std::mt19937_64 rng(77);
+  for (int i = 0; i < 100; ++i) {
+    const int32_t n = int32_t(rng() % 300);
+    ragged.lens_q.push_back(n);
+    ragged.lens_k.push_back(n + int32_t(rng() % 50));
+  }
+  ragged.seed = 9;
+  for (const char* dyn : {"1", "0"}) {
+    setenv("LONGATTN_DYNAMIC", dyn, 1);
+    for (const Shape& s : {dense, ragged}) {
+      const gputest::CheckResult r = gputest::run_case(s);
+      EXPECT_TRUE(r.failure.empty()) << s.name() << " LONGATTN_DYNAMIC=" << dyn << ": " << r.failure;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace longattn
