@@ -331,9 +331,12 @@ TEST_F(GpuBatchInvariance, ManySmallTiles) {
     ragged.lens_k.push_back(n + int32_t(rng() % 50));
   }
   ragged.seed = 9;
+  Shape ragged64 = ragged;  // the hdim-64 ragged kernel (128 x 128, dynamic compiled in)
+  ragged64.dim = 64;
+  ragged64.seed = 10;
   for (const char* dyn : {"1", "0"}) {
     setenv("LONGATTN_DYNAMIC", dyn, 1);
-    for (const Shape& s : {dense, ragged}) {
+    for (const Shape& s : {dense, ragged, ragged64}) {
       const gputest::CheckResult r = gputest::run_case(s);
       EXPECT_TRUE(r.failure.empty()) << s.name() << " LONGATTN_DYNAMIC=" << dyn << ": " << r.failure;
     }
