@@ -324,6 +324,37 @@ def ragged_rows(la, causal, l2_bytes):
     return out
 
 
+def split_rows(la):
+    """Split-KV (schedule_rule.h kv_splits) on batch-1 calls with fewer tiles than half the SMs,
+    interleaved with the same call unsplit (LONGATTN_SPLITS=0): a 512-query chunk against a
+    64k-key prefix (8 / 1 heads, causal bottom-right: 32 tiles) and 2 / 1 heads at 4k queries x
+    64k keys (non-causal: 48 tiles). TFLOP/s on visible pairs; vs_plain = split / unsplit."""
+    out = []
+    for (sq, sk, hq, hk, causal) in ((512, 65536, 8, 1, True), (4096, 65536, 2, 1, False)):
+        gen = torch.Generator(device="cuda").manual_seed(5)
+        sets = [(torch.randn(1, sq, hq, 128, device="cuda", dtype=torch.bfloat16, generator=gen),
+                 torch.randn(1, sk, hk, 128, device="cuda", dtype=torch.bfloat16, generator=gen),
+                 torch.randn(1, sk, hk, 128, device="cuda", dtype=torch.bfloat16, generator=gen),
+                 torch.empty(1, sq, hq, 128, device="cuda", dtype=torch.bfloat16)) for _ in range(2)]
+
+        def call(splits):
+            def f(i):
+                os.environ["LONGATTN_SPLITS"] = splits
+                q, k, v, o = sets[i]
+                la.ex(q, k, v, o, causal)
+                os.environ["LONGATTN_SPLITS"] = ""
+            return f
+        ms = time_interleaved({"split": call(""), "nosplit": call("0")}, 2)
+        fl = 4.0 * hq * 128 * visible_pairs_mask(sq, sk, causal)
+        for name, key in (("split-KV (rule)", "split"), ("unsplit (LONGATTN_SPLITS=0)", "nosplit")):
+            out.append({"b": 1, "seq": f"{sq}q x {sk}k, {hq}/{hk} heads", "h": hq, "d": 128, "causal": causal,
+                        "variant": name, "ms": ms[key], "tflops": fl / ms[key] / 1e9,
+                        "vs_plain": ms["nosplit"] / ms[key]})
+        del sets
+        torch.cuda.empty_cache()
+    return out
+
+
 def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48, 100, 3)):
     """Paged K/V (shuffled page table over a pool with spare pages) against the same shape
     dense, interleaved on the same values (the pages hold the dense K/V rows permuted), plus
@@ -420,6 +451,13 @@ def features_main(args, la, props, l2):
             rows.extend(rr)
         except Exception as ex:
             print(f"  ragged rows failed: {ex}", file=sys.stderr)
+    try:
+        for r in split_rows(la):
+            print(f"  d128 {'causal' if r['causal'] else 'full  '} {r['seq']} {r['variant']:28s} {r['ms']:8.3f} ms "
+                  f"{r['tflops']:6.1f} TFLOP/s  x{r['vs_plain']:.3f}", flush=True)
+            rows.append(r)
+    except Exception as ex:
+        print(f"  split-KV rows failed: {ex}", file=sys.stderr)
     for c in (False, True):
         try:
             rows.extend(paged_rows(la, c, l2))
