@@ -332,6 +332,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
       if (n > 0) fp.section_bh = std::min<int64_t>(n, pairs);
     }
     la.tile_list = ragged && !env_is("LONGATTN_TILE_LIST", "0");
+    // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
+    la.list_items = fp.batch * fp.num_m_blocks;
+    if (p.q_ragged) la.list_items = std::min(la.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);
     la.dynamic = !env_is("LONGATTN_DYNAMIC", "0");
   }
 

@@ -343,5 +343,28 @@ TEST_F(GpuBatchInvariance, ManySmallTiles) {
   }
 }
 
+// One long sequence among 1999 of 0..3 tokens: the tile list holds ~2200 live items where
+// the padded grid had 2000 x 157 (the list's capacity is bounded by total_q / block_m +
+// batch); causal, against the reference, list on and off.
+TEST_F(GpuBatchInvariance, OneLongAmongManyTiny) {
+  gputest::Shape s;
+  s.heads_q = 4;
+  s.heads_kv = 1;
+  s.causal = true;
+  s.rows_per_head = 8;
+  s.seed = 12;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t n = i == 777 ? 20000 : int32_t(rng() % 4);
+    s.lens_q.push_back(n);
+    s.lens_k.push_back(n);
+  }
+  for (const char* list : {"1", "0"}) {
+    setenv("LONGATTN_TILE_LIST", list, 1);
+    const gputest::CheckResult r = gputest::run_case(s);
+    EXPECT_TRUE(r.failure.empty()) << s.name() << " LONGATTN_TILE_LIST=" << list << ": " << r.failure;
+  }
+}
+
 }  // namespace
 }  // namespace longattn

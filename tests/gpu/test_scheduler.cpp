@@ -241,22 +241,27 @@ TEST(TileScheduler, SplitKvRule) {
 }
 
 // The ragged tile list, built on the host the way tile_list_kernel builds it (buckets from
-// the same function; stable order where the kernel's order of equal costs is arbitrary).
+// the same functions; stable order where the kernel's order of equal costs is arbitrary),
+// in a buffer of `capacity` items: the live ones, then `pad` entries of b = -1, the rest
+// poisoned (a read there is a failure).
 template <int kM, int kN>
-std::vector<int32_t> host_tile_list(const FwdParams& p) {
-  const int32_t n = int32_t(p.batch * p.num_m_blocks);
-  std::vector<std::pair<int32_t, int32_t>> keyed;  // (bucket, item)
-  for (int32_t i = 0; i < n; ++i) {
-    int32_t b, m;
-    const int32_t k = tile_list_bucket<kM, kN>(p, i, &b, &m);
-    if (k >= 0) keyed.push_back({k, i});
+std::vector<int32_t> host_tile_list(const FwdParams& p, int32_t capacity, int32_t pad) {
+  std::vector<std::tuple<int32_t, int32_t, int32_t>> keyed;  // (bucket, b, m)
+  for (int32_t b = 0; b < int32_t(p.batch); ++b) {
+    const SeqCoord sc = seq_coord(p, b);
+    for (int32_t m = 0; m < live_m_blocks<kM>(p, sc); ++m) keyed.push_back({tile_list_bucket<kM, kN>(p, m, sc), b, m});
   }
-  std::stable_sort(keyed.begin(), keyed.end(), [](auto& x, auto& y) { return x.first < y.first; });
-  std::vector<int32_t> list(size_t(2 * n), 0);
-  for (int32_t i = 0; i < n; ++i) {
-    const bool real = i < int32_t(keyed.size());
-    list[size_t(2 * i)] = real ? keyed[size_t(i)].second / int32_t(p.num_m_blocks) : -1;
-    list[size_t(2 * i + 1)] = real ? keyed[size_t(i)].second % int32_t(p.num_m_blocks) : 0;
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](auto& x, auto& y) { return std::get<0>(x) < std::get<0>(y); });
+  std::vector<int32_t> list(size_t(2 * capacity), 1 << 30);  // poison
+  for (int32_t i = 0; i < capacity; ++i) {
+    if (i < int32_t(keyed.size())) {
+      list[size_t(2 * i)] = std::get<1>(keyed[size_t(i)]);
+      list[size_t(2 * i + 1)] = std::get<2>(keyed[size_t(i)]);
+    } else if (i < int32_t(keyed.size()) + pad) {
+      list[size_t(2 * i)] = -1;
+      list[size_t(2 * i + 1)] = 0;
+    }
   }
   return list;
 }
@@ -289,16 +294,21 @@ TEST(TileScheduler, RaggedTileListEveryLiveTileOnceHeaviestFirst) {
     if (rng() % 4 == 0) p.window_left = int64_t(rng() % 1000);
     p.cu_seqlens_q = cq.data();
     p.cu_seqlens_k = ck.data();
-    const std::vector<int32_t> list = host_tile_list<kM, kN>(p);
-    p.tile_list = list.data();
+    // The launch (launch_impl.cuh): capacity = the host bound, tile space (items x heads).
+    const int64_t capacity = std::min<int64_t>(batch * p.num_m_blocks, (cq.back() + kM - 1) / kM + batch);
+    const FwdParams pre = p;
+    p.batch = 1;
+    p.num_m_blocks = capacity;
+    p.num_tiles = capacity * heads;
+    p.section_bh = heads;
     p.lpt = 1;
-    p.section_bh = p.heads_q * p.batch;
     const int64_t grid = std::min<int64_t>(1 + int64_t(rng() % 140), p.num_tiles);
+    const std::vector<int32_t> list = host_tile_list<kM, kN>(pre, int32_t(capacity), int32_t(2 * grid + 2));
+    p.tile_list = list.data();
     fill_schedule_constants(&p, grid);
 
     auto cost = [&](int32_t b, int32_t m) {
-      int32_t bb, mm;
-      return kTileListBuckets - 1 - tile_list_bucket<kM, kN>(p, b * int32_t(p.num_m_blocks) + m, &bb, &mm);
+      return kTileListBuckets - 1 - tile_list_bucket<kM, kN>(pre, m, seq_coord(pre, b));
     };
     std::set<std::tuple<int, int, int>> seen;
     int64_t live = 0, max_work = 0, total = 0;
@@ -310,6 +320,7 @@ TEST(TileScheduler, RaggedTileListEveryLiveTileOnceHeaviestFirst) {
         const int64_t t = TileScheduler::tile_id<true>(p, k, uint32_t(grid), uint32_t(c));
         if (t < 0) break;
         const TileCoord tc = TileScheduler::decode<true>(p, t);
+        ASSERT_NE(tc.b, 1 << 30) << "read past the padding";
         if (tc.b < 0) break;  // padding: the kernel stops here
         ASSERT_LT(tc.b, batch);
         ASSERT_LT(tc.h, heads);
@@ -324,6 +335,9 @@ TEST(TileScheduler, RaggedTileListEveryLiveTileOnceHeaviestFirst) {
       total += work;
     }
     ASSERT_EQ(int64_t(seen.size()), live) << "it " << it << ": a live tile was never dealt";
+    // Dynamic assignment hands ids in order; each CTA takes one past the live ones, at most.
+    for (int64_t t = live; t < std::min<int64_t>(live + grid, p.num_tiles); ++t)
+      ASSERT_EQ(TileScheduler::decode<true>(p, t).b, -1) << "dynamic: id " << t << " past the live ones";
     if (live >= 8 * grid && total > 0) {
       const double imbalance = double(max_work) * double(grid) / double(total);
       EXPECT_LT(imbalance, 1.25) << "it " << it << " batch " << batch << " grid " << grid;

@@ -28,31 +28,40 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
     if (e != cudaSuccess) return e;
     opted_in.fetch_or(bit, std::memory_order_relaxed);
   }
-  const int64_t grid = a.p.num_tiles < a.num_sms ? a.p.num_tiles : a.num_sms;
   FwdParams p = a.p;
   // Stream-ordered scratch (freed after the kernel, no library state): the dynamic tile
-  // counter (16 bytes) and the ragged tile list (tile_list.cuh), which one LPT snake deals
-  // (no sections: items of equal cost come from different sequences).
+  // counter (16 bytes) and the ragged tile list (tile_list.cuh).
   bool want_list = false, want_dynamic = false;
-  if constexpr (Cfg::kRagged) want_list = a.tile_list;
+  if constexpr (Cfg::kRagged) want_list = a.tile_list && a.list_items > 0;
+  FwdParams pre = p;  // the tile-list pre-kernel sees the real batch
   if (want_list) {
+    // The tile space becomes (list items x heads), dealt by one LPT snake (no sections: items
+    // of equal cost come from different sequences); decode reads the list, so batch and
+    // num_m_blocks here only describe that space to tile_id's constants.
     p.lpt = 1;
-    p.section_bh = p.heads_q * p.batch;
+    p.batch = 1;
+    p.num_m_blocks = a.list_items;
+    p.num_tiles = a.list_items * p.heads_q;
+    p.section_bh = p.heads_q;
   }
+  const int64_t grid = p.num_tiles < a.num_sms ? p.num_tiles : a.num_sms;
   // Dynamic only with more than two rounds of tiles: below that it cannot balance better than
   // the snake, and the counter costs a memset and an allocation on the stream.
   if constexpr (Cfg::kDynamic) want_dynamic = a.dynamic && p.lpt && p.num_tiles > 2 * grid;
   if (!Cfg::kTile.lpt_sections && p.lpt) p.section_bh = p.heads_q * p.batch;  // one section
   int32_t* scratch = nullptr;
   if (want_list || want_dynamic) {
-    const int64_t items = want_list ? p.batch * p.num_m_blocks : 0;  // < 2^31 (host check on num_tiles)
+    const int64_t items = want_list ? a.list_items : 0;  // < 2^31 (host check on num_tiles)
     cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), 16 + size_t(items) * 8, a.stream);
     if (e != cudaSuccess) return e;
     if (want_dynamic) p.tile_counter = scratch;
     if (want_list) {  // also zeroes the counter
       p.tile_list = scratch + 4;
+      // Padding the CTAs can read past the live items: a static snake CTA's next id is < 2
+      // rounds past its last live one, a dynamic CTA takes one id past the end.
+      const int32_t pad = int32_t(2 * grid + 2);
       tile_list_kernel<Cfg::kBlockM, Cfg::kBlockN>
-          <<<1, kTileListThreads, 0, a.stream>>>(p, scratch + 4, int32_t(items), p.tile_counter);
+          <<<1, kTileListThreads, 0, a.stream>>>(pre, scratch + 4, int32_t(items), pad, p.tile_counter);
     } else {
       e = cudaMemsetAsync(scratch, 0, 16, a.stream);
     }

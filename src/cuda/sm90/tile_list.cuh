@@ -3,15 +3,16 @@
 // The host does not know the sequence lengths (cu_seqlens / seqused_k are device pointers),
 // so a one-CTA pre-kernel on the caller's stream builds, before the forward kernel, the list
 // of every (sequence, q-block) item that has query rows, sorted by its real cost (key blocks
-// the tile visits: TileMask::block_range, every mask included), heaviest first, and pads the
-// rest of the batch x num_m_blocks slots with b = -1. Before it, ragged tiles were (batch x
+// the tile visits: TileMask::block_range, every mask included), heaviest first, followed by
+// padding (b = -1) where the CTAs stop. Before it, ragged tiles were (batch x
 // q-blocks of the longest sequence) with empty tiles and an order by q-block index, not cost:
 // causal ragged ran at 0.58x of dense (H200; docs/PERFORMANCE.md).
 // Sort: counting sort over 4096 cost buckets in shared memory (costs above 4095 key blocks,
 // i.e. > 256k keys at block_n 64, share the last bucket). Items of equal cost land in an
 // order that may differ between launches (atomics): results do not, since a tile's arithmetic
 // does not depend on when it runs (batch invariance, tests/gpu/test_batch_invariance.cpp).
-// Scratch: batch x num_m_blocks x 8 bytes from cudaMallocAsync on the caller's stream, freed
+// Scratch: 8 bytes per item of a host bound on the live items (batch x num_m_blocks, and for
+// packed queries total_q / block_m + batch) from cudaMallocAsync on the caller's stream, freed
 // stream-ordered after the forward kernel (launch_impl.cuh); no library-held state.
 #pragma once
 
@@ -25,29 +26,35 @@ namespace longattn::cuda::sm90 {
 constexpr int kTileListThreads = 1024;
 constexpr int kTileListBuckets = 4096;  // 4 per thread (the scan below)
 
-// Cost bucket of item i (b = i / num_m_blocks, m = i % num_m_blocks): 0 = most expensive,
-// -1 = no query rows (not listed).
+// Cost bucket of q-block m of a sequence (m below its live_m_blocks): 0 = most expensive.
 // Host and device (tests/gpu/test_scheduler.cpp builds the same list on the host).
 template <int kBlockM, int kBlockN>
-LONGATTN_MASK_FN int32_t tile_list_bucket(const FwdParams& p, int32_t i, int32_t* b, int32_t* m) {
-  const int32_t nm = int32_t(p.num_m_blocks);
-  *b = i / nm;
-  *m = i - *b * nm;
-  const SeqCoord sc = seq_coord(p, *b);
-  if (int64_t(*m) * kBlockM >= sc.q_len) return -1;
-  const TileMask<kBlockM, kBlockN, true> mask(p, *m, sc);
+LONGATTN_MASK_FN int32_t tile_list_bucket(const FwdParams& p, int32_t m, const SeqCoord& sc) {
+  const TileMask<kBlockM, kBlockN, true> mask(p, m, sc);
   int64_t lo, hi;
   mask.block_range(sc.q_len, &lo, &hi);
   const int64_t cost = hi > lo ? hi - lo : 0;
   return kTileListBuckets - 1 - int32_t(cost < kTileListBuckets - 1 ? cost : kTileListBuckets - 1);
 }
 
+// q-blocks of a sequence that hold query rows (never more than the grid's num_m_blocks, which
+// max_seqlen_q sets, as in the padded grid).
+template <int kBlockM>
+LONGATTN_MASK_FN int32_t live_m_blocks(const FwdParams& p, const SeqCoord& sc) {
+  const int64_t n = (int64_t(sc.q_len) + kBlockM - 1) / kBlockM;
+  return int32_t(n < p.num_m_blocks ? n : p.num_m_blocks);
+}
+
 #if defined(__CUDACC__)
-// One CTA of kTileListThreads. list: 2 x n_items int32 (b, m_block), n_items = batch x
-// num_m_blocks; counter (may be null): the dynamic tile counter, zeroed here.
+// One CTA of kTileListThreads; each thread walks whole sequences (work = batch + live items,
+// not the padded batch x num_m_blocks). list: capacity 2 x n_items int32 (b, m_block)
+// (launch_impl.cuh sizes it to bound the live items); after the live items, n_pad entries
+// of b = -1 (the most any CTA reads past them: scheduler.cuh). counter (may be null): the
+// dynamic tile counter, zeroed here.
 template <int kBlockM, int kBlockN>
 __global__ void __launch_bounds__(kTileListThreads)
-    tile_list_kernel(const __grid_constant__ FwdParams p, int32_t* list, int32_t n_items, int32_t* counter) {
+    tile_list_kernel(const __grid_constant__ FwdParams p, int32_t* list, int32_t n_items, int32_t n_pad,
+                     int32_t* counter) {
   __shared__ int32_t slot[kTileListBuckets];  // counts, then next free position per bucket
   __shared__ int32_t warp_sum[kTileListThreads / 32];
   __shared__ int32_t total;
@@ -55,10 +62,11 @@ __global__ void __launch_bounds__(kTileListThreads)
   if (counter && tid == 0) *counter = 0;  // the dynamic tile counter (launch_impl.cuh)
   for (int i = tid; i < kTileListBuckets; i += kTileListThreads) slot[i] = 0;
   __syncthreads();
-  for (int32_t i = tid; i < n_items; i += kTileListThreads) {
-    int32_t b, m;
-    const int32_t k = tile_list_bucket<kBlockM, kBlockN>(p, i, &b, &m);
-    if (k >= 0) atomicAdd(&slot[k], 1);
+  const int32_t batch = int32_t(p.batch);
+  for (int32_t b = tid; b < batch; b += kTileListThreads) {
+    const SeqCoord sc = seq_coord(p, b);
+    const int32_t n = live_m_blocks<kBlockM>(p, sc);
+    for (int32_t m = 0; m < n; ++m) atomicAdd(&slot[tile_list_bucket<kBlockM, kBlockN>(p, m, sc)], 1);
   }
   __syncthreads();
   // Exclusive scan of the 4096 counts: 4 per thread, then across lanes and warps.
@@ -95,15 +103,19 @@ __global__ void __launch_bounds__(kTileListThreads)
     start += c[j];
   }
   __syncthreads();
-  for (int32_t i = tid; i < n_items; i += kTileListThreads) {
-    int32_t b, m;
-    const int32_t k = tile_list_bucket<kBlockM, kBlockN>(p, i, &b, &m);
-    if (k < 0) continue;
-    const int32_t pos = atomicAdd(&slot[k], 1);
-    list[2 * pos] = b;
-    list[2 * pos + 1] = m;
+  for (int32_t b = tid; b < batch; b += kTileListThreads) {
+    const SeqCoord sc = seq_coord(p, b);
+    const int32_t n = live_m_blocks<kBlockM>(p, sc);
+    for (int32_t m = 0; m < n; ++m) {
+      const int32_t pos = atomicAdd(&slot[tile_list_bucket<kBlockM, kBlockN>(p, m, sc)], 1);
+      if (pos < n_items) {  // the host bound holds for valid cu_seqlens; never write past it
+        list[2 * pos] = b;
+        list[2 * pos + 1] = m;
+      }
+    }
   }
-  for (int32_t i = total + tid; i < n_items; i += kTileListThreads) {
+  const int32_t end = total + n_pad < n_items ? total + n_pad : n_items;
+  for (int32_t i = total + tid; i < end; i += kTileListThreads) {
     list[2 * i] = -1;
     list[2 * i + 1] = 0;
   }
