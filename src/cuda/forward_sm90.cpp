@@ -161,6 +161,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // Paged K/V, any page size: each K/V tile is loaded as boxes of 2^box_shift rows that never
   // cross a page (mainloop.cuh load_paged). Table offsets are 32-bit in the producer.
   const int box_shift = paged ? cuda::sm90::box_shift_for(p.page_size, tc.block_n) : 0;
+  if (paged && box_shift < cuda::sm90::kMinBoxShift)
+    return not_yet("page_table: page size " + std::to_string(p.page_size) + " (a multiple of " +
+                   std::to_string(1 << cuda::sm90::kMinBoxShift) + " is needed)");
   if (paged && (p.batch - 1) * a.page_table.stride[0] + p.max_pages > INT32_MAX)
     return not_yet("page_table: 2^31 or more entries");
   if (paged && a.page_table.stride[1] != 1 && p.max_pages > 1)
