@@ -101,8 +101,11 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // What the kernel cannot serve yet (issue 5 adds these).
   if (p.fp8) return not_yet("fp8 (e4m3) inputs");
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
-  if (p.dim_qk != p.dim_v) return not_yet("dim_qk != dim_v");
-  if (p.dim_qk != 64 && p.dim_qk != 128 && p.dim_qk != 256) return not_yet("head dim " + std::to_string(p.dim_qk) + " (64, 128, 256 are)");
+  // Head dims: 64, 128, 256, or q / k 192 with v 128 (DeepSeek-style; the ragged kernel).
+  const bool split = p.dim_qk != p.dim_v;
+  if (split && !(p.dim_qk == 192 && p.dim_v == 128))
+    return not_yet("dim_qk " + std::to_string(p.dim_qk) + " != dim_v " + std::to_string(p.dim_v) + " (192 / 128 is)");
+  if (!split && p.dim_qk != 64 && p.dim_qk != 128 && p.dim_qk != 256) return not_yet("head dim " + std::to_string(p.dim_qk) + " (64, 128, 256 are)");
   if (p.out_dtype != DType::bf16 && p.out_dtype != DType::f16 && p.out_dtype != DType::f32)
     return not_yet(std::string("out dtype ") + dtype_name(p.out_dtype));
   if (p.device.kind != DeviceKind::cuda) return Status::Invalid("q: must be a CUDA tensor for the CUDA backend");
@@ -144,7 +147,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // Sinks, softcap, windows and chunks run the feature kernel (tile_size.h feature_tile);
   // the dense kernels stay as they were.
   const bool paged = p.kv == KvLayout::paged;
-  const bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged;
+  const bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged || split;
   const bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged;
   // The feature kernel's mask arithmetic is 32-bit (mask.cuh).
   if (features && 2 * (p.max_seq_q + p.max_seq_k) > INT32_MAX - 4096)
@@ -154,8 +157,8 @@ Status cuda_forward(const Args& a, const Problem& p) {
                            : (tv && tv[0] >= '1' && tv[0] <= '5' && !tv[1])
                                ? tv[0] - '0'
                                : cuda::sm90::default_variant(int(p.dim_qk), causal, p.max_seq_k);
-  const cuda::sm90::TileConfig tc = paged      ? cuda::sm90::paged_tile(int(p.dim_qk))
-                                    : ragged   ? cuda::sm90::ragged_tile(int(p.dim_qk))
+  const cuda::sm90::TileConfig tc = paged      ? cuda::sm90::paged_tile(int(p.dim_qk), int(p.dim_v))
+                                    : ragged   ? cuda::sm90::ragged_tile(int(p.dim_qk), int(p.dim_v))
                                     : features ? cuda::sm90::feature_tile(int(p.dim_qk))
                                                : cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
   // Paged K/V, any page size: each K/V tile is loaded as boxes of 2^box_shift rows that never
@@ -293,8 +296,10 @@ Status cuda_forward(const Args& a, const Problem& p) {
     }
   }
 
-  cudaError_t e = p.in_dtype == DType::bf16 ? dispatch_dim<InType::bf16>(p.dim_qk, la)
-                                            : dispatch_dim<InType::f16>(p.dim_qk, la);
+  cudaError_t e = split ? (p.in_dtype == DType::bf16 ? cuda::sm90::launch_fwd_split<InType::bf16, 192, 128>(la)
+                                                    : cuda::sm90::launch_fwd_split<InType::f16, 192, 128>(la))
+                 : p.in_dtype == DType::bf16 ? dispatch_dim<InType::bf16>(p.dim_qk, la)
+                                             : dispatch_dim<InType::f16>(p.dim_qk, la);
   return e == cudaSuccess ? Status::Ok() : cuda_error("forward kernel launch", e);
 }
 

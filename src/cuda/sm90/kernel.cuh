@@ -30,28 +30,30 @@ namespace longattn::cuda::sm90 {
 // kFeat_): ragged batches / seqused_k, per-sequence starts and lengths read per tile.
 // kPaged_ (with kRagged_): paged K/V; only the producer differs (it resolves each K/V
 // tile's page from the page table), the consumers see the same shared-memory tiles.
+// kHeadDimV_: v's head dim when it differs from q / k's (192 / 128; ragged kernels only).
 template <class T, int kHeadDim_, bool kCausalTile, int kVariant = 0, bool kFeat_ = false,
-          bool kRagged_ = false, bool kPaged_ = false>
+          bool kRagged_ = false, bool kPaged_ = false, int kHeadDimV_ = kHeadDim_>
 struct KernelConfig {
   using Element = T;
   static constexpr bool kFeat = kFeat_;
   static constexpr bool kRagged = kFeat_ && kRagged_;
   static constexpr bool kPaged = kFeat_ && kRagged_ && kPaged_;
-  static constexpr TileConfig kTile = kPaged    ? paged_tile(kHeadDim_)
-                                      : kRagged ? ragged_tile(kHeadDim_)
+  static constexpr TileConfig kTile = kPaged    ? paged_tile(kHeadDim_, kHeadDimV_)
+                                      : kRagged ? ragged_tile(kHeadDim_, kHeadDimV_)
                                       : kFeat_ ? feature_tile(kHeadDim_)
                                                : tile_config(kHeadDim_, kCausalTile, kVariant);
-  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kHeadDim = kHeadDim_, kHeadDimV = kHeadDimV_;
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kStages = kTile.stages;
   static constexpr int kQStages = kTile.q_stages;
   static constexpr int kWGs = kTile.consumer_wgs;
   static constexpr int kThreads = 128 * (kWGs + 1);
-  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages>;
+  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages, kHeadDimV>;
   static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
   static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
-  static_assert(kBlockN % 16 == 0 && kHeadDim % 64 == 0, "wgmma k16 steps / 128B chunks");
+  static_assert(kBlockN % 16 == 0 && kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "wgmma k16 steps / 128B chunks");
+  static_assert(kHeadDimV == kHeadDim || kRagged, "split head dims run the ragged kernels only");
 };
 
 // Ping-pong between consumer warpgroups: a warpgroup issues its GEMMs only in its turn
@@ -76,7 +78,7 @@ struct PingPong {
 template <class Cfg>
 __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::Smem sm, int wg,
                                               int tid) {
-  constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDim / 2, kNP = Cfg::kBlockN / 4;
+  constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDimV / 2, kNP = Cfg::kBlockN / 4;
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // this thread's first row in the tile
   PipeState<Cfg::kStages> ks, vs;

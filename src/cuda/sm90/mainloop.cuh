@@ -37,14 +37,14 @@ struct Producer {
   }
   __device__ void load_k(int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);
-    ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKVBytes);
+    ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKBytes);
     ptx::tma_load_5d(sm.k(ks.stage), tm_k, sm.k_full(ks.stage), 0,
                      int32_t(n_block * Cfg::kBlockN), 0, int32_t(hk), int32_t(b));
     ks.advance();
   }
   __device__ void load_v(int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.v_empty(vs.stage), vs.phase ^ 1u);
-    ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kKVBytes);
+    ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kVBytes);
     ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), 0,
                      int32_t(n_block * Cfg::kBlockN), 0, int32_t(hk), int32_t(b));
     vs.advance();
@@ -58,13 +58,13 @@ struct Producer {
   }
   __device__ void load_k_row(int32_t b, int32_t hk, int32_t row) {
     ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);
-    ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKVBytes);
+    ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKBytes);
     ptx::tma_load_5d(sm.k(ks.stage), tm_k, sm.k_full(ks.stage), 0, row, 0, hk, b);
     ks.advance();
   }
   __device__ void load_v_row(int32_t b, int32_t hk, int32_t row) {
     ptx::mbar_wait(sm.v_empty(vs.stage), vs.phase ^ 1u);
-    ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kKVBytes);
+    ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kVBytes);
     ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), 0, row, 0, hk, b);
     vs.advance();
   }
@@ -101,10 +101,11 @@ struct Producer {
     ptx::mbar_wait(kIsK ? sm.k_empty(st.stage) : sm.v_empty(st.stage), st.phase ^ 1u);
     uint8_t* dst = kIsK ? sm.k(st.stage) : sm.v(st.stage);
     const CUtensorMap* tm = kIsK ? tm_k : tm_v;
+    constexpr int kDim = kIsK ? Cfg::kHeadDim : Cfg::kHeadDimV;
     const uint32_t t0 = j * Cfg::kBlockN, shift = uint32_t(p.box_shift);
     const uint32_t rows = k_len - t0 < uint32_t(Cfg::kBlockN) ? k_len - t0 : uint32_t(Cfg::kBlockN);
     const uint32_t boxes = (rows + (1u << shift) - 1) >> shift;
-    ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (Cfg::kHeadDim * 2));
+    ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (kDim * 2));
     uint32_t pg = page_div(t0, p.page_magic, p.page_div_shift);
     uint32_t row = t0 - pg * uint32_t(p.page_size);
     if ((1 << p.box_shift) == Cfg::kBlockN) {  // whole tile in one page: one box, every chunk
@@ -113,7 +114,7 @@ struct Producer {
       for (uint32_t i = 0; i < boxes; ++i) {
         const int32_t page = __ldg(p.page_table + (pt_off + int32_t(pg)));
 #pragma unroll
-        for (int c = 0; c < Cfg::kHeadDim / 64; ++c)
+        for (int c = 0; c < kDim / 64; ++c)
           ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, 0, int32_t(row), c,
                            hk, page);
         row += 1u << shift;
@@ -150,7 +151,7 @@ struct Producer {
   }
 };
 
-// Rows [first_row, kBlockN) of a K/V stage set to zero by all consumer threads (`ctid` in
+// Rows [first_row, kBlockN) of a V stage set to zero by all consumer threads (`ctid` in
 // [0, 128 kWGs)), then made visible to wgmma (async proxy) and to every consumer warpgroup.
 // Used on a sequence's last V tile only: TMA fetched whatever lies past the sequence's keys
 // there (unused cache rows past seqused_k, the next sequence of a packed tensor, or nothing
@@ -164,7 +165,7 @@ __device__ __forceinline__ void clear_tail_rows(uint8_t* stage, int32_t first_ro
   constexpr int kThreads = 128 * Cfg::kWGs;
   const int32_t units = (Cfg::kBlockN - first_row) * 8;  // 16-byte units per chunk
 #pragma unroll
-  for (int c = 0; c < Cfg::kHeadDim / 64; ++c) {
+  for (int c = 0; c < Cfg::kHeadDimV / 64; ++c) {
     uint8_t* rows = stage + c * Cfg::kBlockN * 128 + first_row * 128;
     for (int32_t u = ctid; u < units; u += kThreads)
       *reinterpret_cast<uint4*>(rows + 16 * u) = make_uint4(0u, 0u, 0u, 0u);
@@ -190,9 +191,9 @@ __device__ __forceinline__ void gemm_qk(float (&s)[Cfg::kBlockN / 2], const uint
   ptx::wgmma_commit();
 }
 
-// O(64 x hdim) += P(64 x kBlockN, registers) V(kBlockN x hdim, MN-major): kBlockN/16 RS wgmmas.
+// O(64 x hdim_v) += P(64 x kBlockN, registers) V(kBlockN x hdim_v, MN-major): kBlockN/16 RS wgmmas.
 template <class Cfg>
-__device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDim / 2],
+__device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDimV / 2],
                                         const uint32_t (&p)[Cfg::kBlockN / 4],
                                         const uint8_t* v_stage) {
   using T = typename Cfg::Element;
@@ -202,7 +203,7 @@ __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDim / 2],
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
     const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
     uint64_t db = ptx::desc_mn_major(va + kk * 16 * 128, Cfg::kBlockN * 128);
-    ptx::wgmma_rs<T, Cfg::kHeadDim, 1>(o, a, db, true);
+    ptx::wgmma_rs<T, Cfg::kHeadDimV, 1>(o, a, db, true);
   }
   ptx::wgmma_commit();
 }
