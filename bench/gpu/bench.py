@@ -55,6 +55,17 @@ def visible_pairs_mask(sq, sk, causal, wl=-1, wr=-1, chunk=0):
     return tot
 
 
+# Issue-6 scheduling variants (env switches of src/cuda/forward_sm90.cpp, for --long and
+# any A/B of the tile order): every entry sets every switch, so no setting leaks from one
+# timed call into the next. "default" is what ships.
+SCHED_BASE = {"LONGATTN_SECTIONS": "", "LONGATTN_L2_BYTES": "", "LONGATTN_TILE_LIST": "", "LONGATTN_DYNAMIC": ""}
+SCHED_VARIANTS = [
+    ("default", SCHED_BASE),
+    ("nosections", {**SCHED_BASE, "LONGATTN_SECTIONS": "0"}),  # causal: one LPT snake; full: heads fastest
+    ("static", {**SCHED_BASE, "LONGATTN_DYNAMIC": "0"}),  # static snake instead of the atomic counter
+]
+
+
 class LongAttn:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
@@ -293,13 +304,20 @@ def ragged_rows(la, causal, l2_bytes):
     torch.cuda.synchronize()
     if torch.isnan(rs[0][3]).any().item():
         print("  ragged: NaN in the output (unwritten?)", file=sys.stderr)
-    ms = time_interleaved({"ragged": fr, "dense": fd}, nsets)
+    def fp(i):  # the padded (batch x q-blocks of the longest) grid, without the tile list
+        os.environ["LONGATTN_TILE_LIST"] = "0"
+        fr(i)
+        os.environ["LONGATTN_TILE_LIST"] = ""
+    ms = time_interleaved({"ragged": fr, "dense": fd, "padded": fp}, nsets)
     fl_r = 4.0 * h * d * pairs
     fl_d = 4.0 * bd * h * d * visible_pairs_mask(4096, 4096, causal)
     out = [{"b": 64, "seq": total, "h": h, "d": d, "causal": causal, "variant": "ragged 64 x 100..8k",
             "ms": ms["ragged"], "tflops": fl_r / ms["ragged"] / 1e9},
            {"b": bd, "seq": 4096, "h": h, "d": d, "causal": causal, "variant": f"dense {bd} x 4096",
-            "ms": ms["dense"], "tflops": fl_d / ms["dense"] / 1e9}]
+            "ms": ms["dense"], "tflops": fl_d / ms["dense"] / 1e9},
+           {"b": 64, "seq": total, "h": h, "d": d, "causal": causal,
+            "variant": "ragged, padded grid (LONGATTN_TILE_LIST=0)",
+            "ms": ms["padded"], "tflops": fl_r / ms["padded"] / 1e9}]
     del rs, ds
     torch.cuda.empty_cache()
     return out
@@ -417,6 +435,112 @@ def features_main(args, la, props, l2):
               f"{r['ms']:.3f} | {r['tflops']:.0f} | {r['vs_plain']:.2f} |")
 
 
+def visible_pairs_fast(sq, sk, causal):
+    """Closed form of visible_pairs (bottom-right causal) for long sequences."""
+    if not causal:
+        return sq * sk
+    off = sk - sq
+    # rows i with i + off + 1 in [1, sk]: sum of (i + off + 1); rows past sk see all sk keys.
+    lo = max(0, -off)                      # first row that sees a key
+    hi = min(sq, sk - off)                 # rows [lo, hi) see i + off + 1 keys
+    tot = 0
+    if hi > lo:
+        a, b = lo + off + 1, hi - 1 + off + 1
+        tot += (a + b) * (hi - lo) // 2
+    tot += max(0, sq - max(hi, lo)) * sk
+    return tot
+
+
+def run_long_shape(la, b, s, hq, hk, d, causal, variants, iters):
+    """One long-context shape: cuDNN (SDPA, GQA expanded if it refuses enable_gqa) and the
+    longattn variants, interleaved on the same inputs, 2 input sets."""
+    nsets = 2
+    gen = torch.Generator(device="cuda").manual_seed(3000 + s + int(causal))
+    sets = []
+    for _ in range(nsets):
+        q = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        k = torch.randn(b, s, hk, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        v = torch.randn(b, s, hk, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+        sets.append((q, k, v, torch.empty_like(q)))
+    flops = 4.0 * b * hq * d * visible_pairs_fast(s, s, causal)
+    row = {"b": b, "seq": s, "hq": hq, "hk": hk, "d": d, "causal": causal}
+    fns, ref = {}, None
+    gqa_mode = None
+
+    def cud(i):
+        q, k, v, _ = sets[i]
+        qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            if gqa_mode == "native" or hq == hk:
+                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
+                                                      **({"enable_gqa": True} if hq != hk else {}))
+            g = hq // hk
+            return F.scaled_dot_product_attention(qt, kt.repeat_interleave(g, 1), vt.repeat_interleave(g, 1),
+                                                  is_causal=causal)
+    for mode in ("native", "expanded"):
+        gqa_mode = mode
+        try:
+            ref = cud(0).transpose(1, 2)
+            torch.cuda.synchronize()
+            fns["cudnn"] = cud
+            row["cudnn_gqa"] = mode
+            break
+        except Exception as ex:
+            print(f"  cudnn ({mode}) failed: {str(ex)[:120]}", file=sys.stderr)
+    for vname, env in variants:
+        def f(i, env=env):
+            os.environ.update(env)
+            q, k, v, o = sets[i]
+            la(q, k, v, o, None, causal)
+        sets[0][3].fill_(float("nan"))
+        f(0)
+        torch.cuda.synchronize()
+        if ref is not None:
+            row["maxdiff_" + vname] = (sets[0][3].float() - ref.float()).abs().max().item()
+        fns[vname] = f
+    del ref
+    for k, ms in time_interleaved(fns, nsets, warmup=1, iters=iters).items():
+        row[k] = flops / ms / 1e9
+        row["ms_" + k] = ms
+    del sets
+    torch.cuda.empty_cache()
+    return row
+
+
+def long_main(args, la, props, l2):
+    """Issue 6: batch 1, 32 query heads / 8 kv heads, hdim 128, seq 8k..256k, and the short
+    causal 1k shape (batch 16, 16 heads), vs cuDNN; extra variants = scheduler switches."""
+    base = {"LONGATTN_SECTIONS": ""}
+    variants = [("longattn", base), ("nosections", {**base, "LONGATTN_SECTIONS": "0"})]
+    extra = os.environ.get("LONG_VARIANTS", "")  # "name:ENV=V,ENV2=V;name2:..."
+    for item in filter(None, extra.split(";")):
+        name, _, kv = item.partition(":")
+        variants.append((name, {**base, **dict(x.split("=", 1) for x in kv.split(",") if x)}))
+    seqs = [int(x) for x in os.environ.get("LONG_SEQS", "8192,16384,32768,65536,131072,262144").split(",")]
+    shapes = [(16, 1024, 16, 16, True), (16, 1024, 16, 16, False)]
+    shapes += [(1, s, 32, 8, c) for c in (False, True) for s in seqs]
+    rows = []
+    for (b, s, hq, hk, c) in shapes:
+        iters = 12 if s <= 16384 else (6 if s <= 65536 else 3)
+        r = run_long_shape(la, b, s, hq, hk, 128, c, variants, iters)
+        rows.append(r)
+        print(f"  b{b} seq {s:6d} {hq}/{hk} {'causal' if c else 'full  '}: cudnn {r.get('cudnn', 0):6.1f} "
+              + " ".join(f"{v} {r[v]:6.1f}" for v, _ in variants)
+              + f" ratio {r['longattn'] / r['cudnn'] if r.get('cudnn') else float('nan'):.3f}"
+              + f" maxdiff {r.get('maxdiff_longattn', float('nan')):.2e}", flush=True)
+        with open(os.path.join(args.out, "bench_long.json"), "w") as fh:
+            json.dump({"device": props.name, "rows": rows}, fh, indent=1)
+    print(f"\n{props.name} -- long context, bf16 hdim 128, TFLOP/s (mask-aware), interleaved")
+    print("| batch | seq | heads q/kv | mask | cuDNN | longattn | ratio | " + " | ".join(v for v, _ in variants[1:]) + " | max abs diff |")
+    print("|---|---|---|---|---|---|---|" + "---|" * (len(variants) - 1) + "---|")
+    for r in rows:
+        cud = r.get("cudnn")
+        print(f"| {r['b']} | {r['seq']} | {r['hq']}/{r['hk']} | {'causal' if r['causal'] else 'full'} | "
+              f"{cud or 0:.0f} | {r['longattn']:.0f} | {r['longattn'] / cud if cud else float('nan'):.2f} | "
+              + " | ".join(f"{r[v]:.0f}" for v, _ in variants[1:])
+              + f" | {r.get('maxdiff_longattn', float('nan')):.1e} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -424,6 +548,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--features", action="store_true", help="only the issue-5 feature rows")
     ap.add_argument("--paged", action="store_true", help="only the paged K/V rows (vs dense)")
+    ap.add_argument("--long", action="store_true", help="only the issue-6 long-context rows")
     ap.add_argument("--sequential", action="store_true",
                     help="time each implementation back to back (cuDNN first) instead of interleaved")
     args = ap.parse_args()
@@ -435,6 +560,9 @@ def main():
     la = LongAttn(args.lib)
     if args.paged:
         paged_main(args, la, props, l2)
+        return
+    if getattr(args, "long"):
+        long_main(args, la, props, l2)
         return
     if args.features:
         features_main(args, la, props, l2)

@@ -75,6 +75,11 @@ struct Args {
   /// CUDA backend: check device-resident page-table entries and report an out-of-range
   /// entry as an error (costs a small extra kernel).
   bool check_page_table = false;
+  /// CUDA backend: bytes of K+V the tile scheduler lets one section of heads keep in L2
+  /// (long-context tile order; see src/cuda/sm90/schedule_rule.h). 0: the environment
+  /// variable LONGATTN_L2_BYTES if set, else half the device's L2 size. Must be >= 0.
+  /// Changes only the order of work, never the results.
+  int64_t l2_budget_bytes = 0;
 };
 
 /// Check `args` without computing anything. Returns the same error `forward` would.

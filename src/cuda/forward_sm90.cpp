@@ -280,20 +280,27 @@ Status cuda_forward(const Args& a, const Problem& p) {
   la.paged = paged;
 
   fp.pingpong = !env_is("LONGATTN_PINGPONG", "0");
-  // Causal L2 sections (schedule_rule.h). LONGATTN_SECTIONS=0 disables them (one
-  // section), =N forces N pairs per section (measurements and tests).
+  // Tile order (schedule_rule.h: the budget rule; scheduler.cuh). Measurement switches:
+  // LONGATTN_SECTIONS=0 puts all pairs in one section (causal: one LPT snake; non-causal:
+  // heads fastest), =N forces N pairs per section; LONGATTN_TILE_LIST=0 runs ragged batches
+  // on the padded (batch x q-blocks of the longest sequence) grid instead of the cost-sorted
+  // tile list.
   {
     int l2 = 0;
     if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, p.device.ordinal) != cudaSuccess || l2 <= 0)
       l2 = 50 << 20;
+    const int64_t budget = cuda::sm90::l2_budget(a.l2_budget_bytes, std::getenv("LONGATTN_L2_BYTES"), l2);
     const int64_t grid = std::min<int64_t>(fp.num_tiles, la.num_sms);
-    fp.section_bh = cuda::sm90::causal_section_pairs(p.heads_q * p.batch, fp.num_m_blocks, grid, p.group,
-                                                     p.max_seq_k * (p.dim_qk + p.dim_v) * 2, l2);
+    const int64_t pairs = p.heads_q * p.batch;
+    fp.lpt = causal ? 1 : 0;
+    fp.section_bh = cuda::sm90::section_pairs(causal, pairs, fp.num_m_blocks, grid, p.group,
+                                              p.max_seq_k * (p.dim_qk + p.dim_v) * 2, budget);
     if (const char* e = std::getenv("LONGATTN_SECTIONS")) {
       const long long n = std::atoll(e);
-      if (n == 0 && e[0] == '0') fp.section_bh = p.heads_q * p.batch;
-      if (n > 0) fp.section_bh = std::min<int64_t>(n, p.heads_q * p.batch);
+      if (n == 0 && e[0] == '0') fp.section_bh = pairs;
+      if (n > 0) fp.section_bh = std::min<int64_t>(n, pairs);
     }
+    la.tile_list = ragged && !env_is("LONGATTN_TILE_LIST", "0");
   }
 
   cudaError_t e = split ? (p.in_dtype == DType::bf16 ? cuda::sm90::launch_fwd_split<InType::bf16, 192, 128>(la)

@@ -225,6 +225,11 @@ TEST_F(Bad, NegativeThreadCount) {
   a.num_threads = -2;
   expect_invalid(a, "num_threads", "-2");
 }
+TEST_F(Bad, NegativeL2Budget) {
+  Args a = c.args;
+  a.l2_budget_bytes = -7;
+  expect_invalid(a, "l2_budget_bytes", "-7");
+}
 
 // --- masks -------------------------------------------------------------------------------
 TEST_F(Bad, WindowLeftBelowMinusOne) {

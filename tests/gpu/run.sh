@@ -4,7 +4,7 @@
 # BIN_DIR holds prebuilt test_gpu_primitives, test_gpu_forward and liblongattn_capi.so (built
 # elsewhere with -cudart static); without it everything is built here into build-gpu.
 # STAGES (env) picks what runs: any of "prim fwd san bench seqbench fbench" (default: all but
-# seqbench, the back-to-back timing variant of the benchmark, fbench, the issue-5 feature
+# long, the issue-6 long-context rows, ncu, L2 figures of one long call, seqbench, the back-to-back timing variant of the benchmark, fbench, the issue-5 feature
 # rows, pbench, the paged K/V rows alone, and psan, memcheck on small paged cases). FWD_FILTER (env) narrows the forward tests (a gtest filter). Logs go to $OUT.
 set -u
 OUT=${OUT:-/tmp/longattn-gpu}
@@ -58,6 +58,18 @@ for st in $STAGES; do
     pbench)
       PYTHONUNBUFFERED=1 run pbench python3 bench/gpu/bench.py --paged --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -12 "$OUT/pbench.log" ;;
+    long)
+      PYTHONUNBUFFERED=1 run long python3 bench/gpu/bench.py --long --lib "$BIN/liblongattn_capi.so" --out "$OUT"
+      tail -20 "$OUT/long.log" ;;
+    ncu)
+      # Issue 6: L2 hit rate and DRAM bytes of one long call, with and without the head sections.
+      M=lts__t_sector_hit_rate.pct,dram__bytes_read.sum,gpu__time_duration.sum
+      for c in "" "--causal"; do for sec in "" 0; do
+        echo "== ncu seq ${NCU_SEQ:-131072} ${c:-full} LONGATTN_SECTIONS=${sec:-default}" >>"$OUT/ncu.log"
+        LONGATTN_SECTIONS=$sec ncu --clock-control none -k regex:fwd_kernel -s 1 -c 1 --metrics $M python3 bench/gpu/once.py \
+          --lib "$BIN/liblongattn_capi.so" --seq ${NCU_SEQ:-131072} $c >>"$OUT/ncu.log" 2>&1
+      done; done
+      grep -E "^== ncu|lts__t_sector_hit_rate|dram__bytes_read|gpu__time_duration" "$OUT/ncu.log" ;;
     seqbench)
       PYTHONUNBUFFERED=1 run seqbench python3 bench/gpu/bench.py --sequential --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -17 "$OUT/seqbench.log" ;;

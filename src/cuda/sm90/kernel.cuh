@@ -92,7 +92,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
   for (int64_t k = 0;; ++k) {
     const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
     if (t < 0) break;
-    const TileCoord tc = TileScheduler::decode(p, t);
+    const TileCoord tc = TileScheduler::decode<Cfg::kRagged>(p, t);
+    if (Cfg::kRagged && tc.b < 0) break;  // tile list padding: no more work
     // Logit scale of the feature kernel (log2 units), the softcap folded in.
     const float sl2 = p.feat_scale_log2;
     // Ragged kernel: this tile's sequence. A tile past its end visits no key block and
@@ -291,8 +292,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       for (int64_t k = 0;; ++k) {
         const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
         if (t < 0) break;
-        const TileCoord tc = TileScheduler::decode(p, t);
+        const TileCoord tc = TileScheduler::decode<Cfg::kRagged>(p, t);
         if constexpr (Cfg::kRagged) {
+          if (tc.b < 0) break;  // tile list padding
           const SeqCoord sc = seq_coord(p, tc.b);
           const TileMask<Cfg::kBlockM, Cfg::kBlockN, true> mask(p, tc.m_block, sc);
           int64_t lo, hi;

@@ -21,6 +21,7 @@ struct LaunchArgs {
   bool features = false;  // sinks / softcap / window / chunk: the feature kernel (kernel.cuh kFeat)
   bool ragged = false;    // with features: ragged q / k or seqused_k (kernel.cuh kRagged)
   bool paged = false;     // with ragged: paged K/V, TMA per page (kernel.cuh kPaged)
+  bool tile_list = false;  // with ragged: cost-sorted tile list built on the device (tile_list.cuh)
 };
 
 // Launches the kernel for (dtype, head dim); tile sizes come from

@@ -9,6 +9,7 @@
 #include "cuda/sm90/kernel.cuh"
 #include "cuda/sm90/launch.h"
 #include "cuda/sm90/schedule_rule.h"
+#include "cuda/sm90/tile_list.cuh"
 
 namespace longattn::cuda::sm90 {
 
@@ -29,11 +30,30 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
   }
   const int64_t grid = a.p.num_tiles < a.num_sms ? a.p.num_tiles : a.num_sms;
   FwdParams p = a.p;
-  if (!Cfg::kTile.lpt_sections) p.section_bh = p.heads_q * p.batch;  // one section
+  if (!Cfg::kTile.lpt_sections && p.lpt) p.section_bh = p.heads_q * p.batch;  // one section
+  // Ragged: the cost-sorted tile list (tile_list.cuh) in stream-ordered scratch, one LPT
+  // snake over it (no sections: items of equal cost come from different sequences).
+  int32_t* list = nullptr;
+  if constexpr (Cfg::kRagged) {
+    if (a.tile_list) {
+      const int64_t items = p.batch * p.num_m_blocks;  // < 2^31 (host check on num_tiles)
+      cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&list), size_t(items) * 8, a.stream);
+      if (e != cudaSuccess) return e;
+      tile_list_kernel<Cfg::kBlockM, Cfg::kBlockN><<<1, kTileListThreads, 0, a.stream>>>(p, list, int32_t(items));
+      p.tile_list = list;
+      p.lpt = 1;
+      p.section_bh = p.heads_q * p.batch;
+    }
+  }
   fill_schedule_constants(&p, grid);
   kern<<<dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream>>>(a.tm_q, a.tm_k,
                                                                               a.tm_v, p);
-  return cudaGetLastError();
+  cudaError_t e = cudaGetLastError();
+  if (list) {
+    const cudaError_t f = cudaFreeAsync(list, a.stream);
+    if (e == cudaSuccess) e = f;
+  }
+  return e;
 }
 
 template <InType kIn, int kHeadDim>

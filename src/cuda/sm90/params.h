@@ -13,7 +13,13 @@ struct FwdParams {
   int64_t batch = 0, heads_q = 0, heads_kv = 0, group = 1;
   int64_t seq_q = 0, seq_k = 0;
   int64_t num_m_blocks = 0, num_tiles = 0;
-  int64_t section_bh = 1;  // causal scheduling: (batch, head) pairs per L2 section (scheduler.cuh)
+  // Scheduling (scheduler.cuh, schedule_rule.h): (batch, head) pairs per L2 section; lpt:
+  // tiles of unequal cost (causal), dealt longest first in snake order; tile_list: ragged
+  // batches, device list of (sequence, q-block) int32 pairs, cost-descending, padded with
+  // b = -1 up to batch x num_m_blocks entries (tile_list.cuh builds it before the launch).
+  int64_t section_bh = 1;
+  int32_t lpt = 0;
+  const int32_t* tile_list = nullptr;
   // Derived on the host from section_bh and the grid (scheduler.cuh tile_id): tiles per full
   // section, full sections, and rounds / remainder of a full and of the last section.
   uint32_t sec_tiles = 0, full_secs = 0, sec_rounds = 0, sec_rem = 0, last_rounds = 0, last_rem = 0;

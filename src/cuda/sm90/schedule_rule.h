@@ -1,28 +1,86 @@
-// Host-side rule for the causal L2 sections of the tile scheduler (scheduler.cuh).
+// Host-side rules of the tile scheduler (scheduler.cuh): the L2 budget and the head sections.
 //
-// Without sections, causal tiles run longest-first over all (batch, head) pairs at once. When
-// there are more pairs than about half the CTAs, the CTAs running together all read
-// different heads and every K/V byte comes from DRAM: H100, causal 1k (256 pairs): 238
-// TFLOP/s vs 353 with sections; 2k (128 pairs): 316 vs 424. With few pairs the CTAs share
-// heads anyway and sections only cost balance: 4k (64 pairs) 526 without vs 487 with, 8k
-// 600 vs 519. A section holds about two rounds of tiles (2 x grid), so the snake's
-// forward and backward rounds pair long with short tiles, capped by K+V fitting half the L2.
+// The budget rule. A 128-row Q tile does ~128 FLOP per byte of K/V, below the H100's ridge
+// (DESIGN.md): the kernel stays compute-bound only while most K/V reads hit L2. So the tiles
+// that run at the same time should read few heads' K/V, and those heads' K+V should stay in
+// L2 until every tile that needs them has run. A "section" is a run of (batch, query head)
+// pairs, query heads of one kv head adjacent (GQA: they read the same K/V), whose K+V fit the
+// budget:
+//   budget  = Args::l2_budget_bytes, else LONGATTN_L2_BYTES, else half the device's L2
+//             (cudaDevAttrL2CacheSize; the other half holds Q / O traffic and the tail of
+//             the previous section);
+//   fit     = max(1, budget / (seq_k x (dim_qk + dim_v) x 2 bytes)) kv heads, x group pairs.
+// Tiles of one section run before the next section starts.
+//
+// Uniform-cost tiles (no causal mask): q-tiles of one pair fastest, i.e. sections of one pair.
+// Every tile costs the same, so the CTAs finish a pair together and all of them read one
+// head's K/V at a time (in lockstep, from the last key block down); nothing is gained by
+// larger sections. "Sections off" (LONGATTN_SECTIONS=0) is a genuinely different order: one
+// section of all pairs, pairs fastest, so the CTAs running together read every head at once.
+//
+// Causal tiles: longest first (LPT) inside each section, snake-dealt over the CTAs, the snake
+// restarting at CTA 0 in every section (scheduler.cuh). The restart makes each section's
+// balance its own, so a section must hold an even number of snake rounds (forward and
+// backward rounds pair long with short tiles) or so many rounds that the partial one holds
+// only the cheapest tiles; it must hold at least one round or the high CTAs would get nothing.
+// Measured (H100, causal 1k, 256 pairs): 238 TFLOP/s without sections vs 353 with sections
+// of two rounds; the first version (a snake running across sections) cost 8k 600 -> 519,
+// which the per-section restart fixed.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "cuda/sm90/params.h"
 
 namespace longattn::cuda::sm90 {
 
-// (batch, head) pairs per section; `pairs` (one section) means no sectioning.
-inline int64_t causal_section_pairs(int64_t pairs, int64_t m_blocks, int64_t grid,
-                                    int64_t group, int64_t kv_bytes_per_head, int64_t l2_bytes) {
-  if (pairs * 2 <= grid) return pairs;
-  const int64_t fit = std::max<int64_t>(1, (l2_bytes / 2) / std::max<int64_t>(1, kv_bytes_per_head)) * group;
+// K+V bytes a section may keep in L2: the caller's budget (Args::l2_budget_bytes) if > 0,
+// else LONGATTN_L2_BYTES (`env`, bytes; ignored unless a positive integer), else half the
+// device's L2 size.
+inline int64_t l2_budget(int64_t requested, const char* env, int64_t device_l2_bytes) {
+  if (requested > 0) return requested;
+  if (env) {
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (end != env && *end == 0 && v > 0) return v;
+  }
+  return std::max<int64_t>(1, device_l2_bytes / 2);
+}
+
+// (batch, head) pairs per section. `lpt`: causal tiles (longest first, snake-dealt);
+// otherwise uniform-cost tiles (sections of one pair, see above). `pairs` = batch x heads_q,
+// `m_blocks` q-tiles per pair, `grid` launched CTAs, `group` query heads per kv head,
+// `kv_bytes_per_head` the K+V bytes of one (batch, kv head).
+inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t grid, int64_t group,
+                             int64_t kv_bytes_per_head, int64_t budget) {
+  if (!lpt) return 1;
+  grid = std::max<int64_t>(1, grid);
+  m_blocks = std::max<int64_t>(1, m_blocks);
+  group = std::max<int64_t>(1, group);
+  const int64_t fit = std::min(pairs, std::max<int64_t>(1, budget / std::max<int64_t>(1, kv_bytes_per_head)) * group);
+  // Everything fits and the pairs are few (<= half the grid: the CTAs share heads anyway):
+  // one LPT list balances best. NOTES: issue 3 sectioned only when pairs > grid / 2; this
+  // rule also sections 4k-16k x 16 heads (K+V of all heads 128 MB > 25 MB). Measured then,
+  // with the snake running across sections: 4k 526 -> 487, 8k 600 -> 519; with the per-section
+  // restart not yet measured: LONGATTN_SECTIONS=0 is the issue-3 order for those shapes.
+  if (fit >= pairs && pairs * 2 <= grid) return pairs;
+  const int64_t one_round = (grid + m_blocks - 1) / m_blocks;
   const int64_t two_rounds = std::max<int64_t>(1, (2 * grid + m_blocks / 2) / m_blocks);
-  return std::clamp<int64_t>(std::min(two_rounds, fit), 1, pairs);
+  // Many rounds: the partial round holds only the cheapest tiles; whole kv heads.
+  if (fit * m_blocks >= 16 * grid) return std::max(fit, one_round);
+  // Few rounds: the largest s <= fit, whole kv heads where s >= group, whose tile count lies
+  // within half a pair's tiles of an even number of rounds.
+  for (int64_t s = fit; s >= 1; --s) {
+    if (s >= group && s % group != 0) continue;
+    const int64_t tiles = s * m_blocks, two = 2 * grid;
+    const int64_t r = (tiles + grid) / two;  // nearest even number of rounds, in pairs of rounds
+    if (r >= 1 && 2 * std::abs(tiles - r * two) <= m_blocks) return s;
+  }
+  // Fewer than two rounds fit the budget: balance wins (a section of 1.3 rounds left CTAs
+  // idle for ~1.5x the mean work in the host model), so about two rounds.
+  return std::min(std::max(two_rounds, one_round), pairs);
 }
 
 // Grid-dependent constants of TileScheduler::tile_id (tiles per section, full sections, and

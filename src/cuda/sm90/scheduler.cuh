@@ -1,15 +1,17 @@
 // Persistent tile scheduler: which (batch, head, q-block) each CTA computes, in order.
 //
-// Non-causal order: q-blocks of one head fastest, then heads (query heads sharing a kv head
-// are adjacent, h = hk * group + g), then batch: consecutive tiles reuse K/V from L2.
-// Causal order: longest tiles first (LPT), in L2 sections of (batch, head) pairs when there
-// are many pairs (schedule_rule.h), snake-dealt to balance the CTAs.
+// Tile ids enumerate L2 sections of (batch, head) pairs (schedule_rule.h: the budget rule),
+// query heads sharing a kv head adjacent (h = hk * group + g), then batch.
+// Uniform-cost tiles (non-causal): sections of one pair, so q-blocks of one head run
+// fastest and the CTAs running together read one head's K/V; dealt round-robin.
+// Causal (lpt): inside each section, longest tiles first (LPT), snake-dealt to balance CTAs.
+// Ragged batches (tile_list): a device list of (sequence, q-block) items sorted by real cost
+// (tile_list.cuh), heads fastest, snake-dealt; no empty tiles.
 // Persistent grid of #SMs CTAs (no gridDim.y/z); producer and consumers of a CTA walk the
 // same deterministic tile sequence, so no tile ids cross between them.
 // NOTES: a dynamic version (atomic counter in the producer, ids handed to the consumers
 // through a shared-memory slot) made ptxas spill the hdim-256 consumer (156 bytes at 232
-// registers); issue 6 (long-context scheduling) may revisit it. The kernel only sees
-// tile_id()/decode().
+// registers). The kernel only sees tile_id()/decode().
 #pragma once
 
 #include <cstdint>
@@ -39,8 +41,8 @@ struct TileScheduler {
   // g = gridDim.x, c = blockIdx.x (parameters so host tests can enumerate every CTA).
   template <bool kSections = true>
   LONGATTN_HD static int64_t tile_id(const FwdParams& p, int64_t k, uint32_t g, uint32_t c) {
-    if (!p.causal || !kSections) {  // without sections: one snake over everything
-      const int64_t t = k * g + ((p.causal && (k & 1)) ? g - 1 - c : c);
+    if (!p.lpt || !kSections) {  // without sections: one snake over everything
+      const int64_t t = k * g + ((p.lpt && (k & 1)) ? g - 1 - c : c);
       return t < p.num_tiles ? t : -1;
     }
     // Per section: whole rounds plus a partial round of r tiles, which runs forward (CTAs
@@ -59,30 +61,41 @@ struct TileScheduler {
     return int64_t(sec) * p.sec_tiles + int64_t(kk) * g + pos;
   }
   // 32-bit divisions (cheap in registers; the host refuses >= 2^31 tiles).
-  // Non-causal: q-blocks of one head fastest (K/V reuse from L2), query heads of one kv head
-  // adjacent. Causal: (batch, head) pairs are cut into sections of `section_bh` pairs whose
-  // K+V fit half the L2; inside a section, cost rank (q-block, from the last) slowest, then
-  // (batch, head). Without sections (rank slowest over all heads) the CTAs running at once
-  // all read different heads and K/V came from DRAM: causal 1k on H100 ran at 251 TFLOP/s
-  // (0.65x cuDNN).
+  // Sections of `section_bh` pairs; inside a section, rank slowest, then pair (batch, head).
+  // lpt: rank 0 is the last q-block (the longest causal tile); otherwise rank = q-block, and
+  // with one-pair sections (the non-causal rule) q-blocks of one head run fastest. Without
+  // sections (rank slowest over all heads) the CTAs running at once all read different heads
+  // and K/V came from DRAM: causal 1k on H100 ran at 251 TFLOP/s (0.65x cuDNN).
+  // kList (ragged kernels): item t / heads of the cost-sorted list, head t % heads; an item
+  // with b < 0 is padding: the caller stops (its later ids are padding too).
+  template <bool kList = false>
   LONGATTN_HD static TileCoord decode(const FwdParams& p, int64_t t) {
     const uint32_t nm = uint32_t(p.num_m_blocks), nh = uint32_t(p.heads_q), tt = uint32_t(t);
     TileCoord c;
-    if (p.causal) {
-      const uint32_t nbh = nh * uint32_t(p.batch), sec_bh = uint32_t(p.section_bh);
-      const uint32_t sec = tt / (sec_bh * nm), local = tt - sec * sec_bh * nm;
-      const uint32_t first = sec * sec_bh;
-      const uint32_t n = nbh - first < sec_bh ? nbh - first : sec_bh;  // last section may be short
-      const uint32_t rank = local / n, bh = first + local % n;
-      c.m_block = int32_t(nm - 1 - rank);
-      c.h = int32_t(bh % nh);
-      c.b = int32_t(bh / nh);
-    } else {
+    if constexpr (kList) {
+      if (p.tile_list) {  // null: LONGATTN_TILE_LIST=0, the padded grid below
+        const uint32_t item = tt / nh;
+        c.h = int32_t(tt - item * nh);
+        c.b = p.tile_list[2 * item];
+        c.m_block = p.tile_list[2 * item + 1];
+        return c;
+      }
+    }
+    if (!p.lpt && p.section_bh == 1) {  // the non-causal rule, without the section arithmetic
       const uint32_t m = tt % nm, rest = tt / nm;
       c.m_block = int32_t(m);
       c.h = int32_t(rest % nh);
       c.b = int32_t(rest / nh);
+      return c;
     }
+    const uint32_t nbh = nh * uint32_t(p.batch), sec_bh = uint32_t(p.section_bh);
+    const uint32_t sec = tt / (sec_bh * nm), local = tt - sec * sec_bh * nm;
+    const uint32_t first = sec * sec_bh;
+    const uint32_t n = nbh - first < sec_bh ? nbh - first : sec_bh;  // last section may be short
+    const uint32_t rank = local / n, bh = first + local % n;
+    c.m_block = int32_t(p.lpt ? nm - 1 - rank : rank);
+    c.h = int32_t(bh % nh);
+    c.b = int32_t(bh / nh);
     return c;
   }
 };

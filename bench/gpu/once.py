@@ -1,0 +1,35 @@
+#!/usr/bin/env python3
+"""One longattn call on random inputs, for profilers (ncu): a warm-up call, then the profiled one.
+
+Usage: ncu -k regex:fwd_kernel -s 1 -c 1 --metrics ... python3 bench/gpu/once.py --lib LIB
+       --batch 1 --seq 65536 --hq 32 --hk 8 --dim 128 [--causal]
+Scheduler switches come from the environment (LONGATTN_SECTIONS, ...)."""
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import LongAttn  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--lib", required=True)
+ap.add_argument("--batch", type=int, default=1)
+ap.add_argument("--seq", type=int, default=65536)
+ap.add_argument("--hq", type=int, default=32)
+ap.add_argument("--hk", type=int, default=8)
+ap.add_argument("--dim", type=int, default=128)
+ap.add_argument("--causal", action="store_true")
+a = ap.parse_args()
+g = torch.Generator(device="cuda").manual_seed(1)
+q = torch.randn(a.batch, a.seq, a.hq, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
+k = torch.randn(a.batch, a.seq, a.hk, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
+v = torch.randn(a.batch, a.seq, a.hk, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
+o = torch.full_like(q, float("nan"))
+la = LongAttn(a.lib)
+for _ in range(2):
+    la(q, k, v, o, None, a.causal)
+torch.cuda.synchronize()
+assert not torch.isnan(o).any().item(), "unwritten output"
+print("once: ok")
