@@ -163,13 +163,14 @@ struct Producer {
 template <class Cfg>
 __device__ __forceinline__ void clear_tail_rows(uint8_t* stage, int32_t first_row, int ctid) {
   constexpr int kThreads = 128 * Cfg::kWGs;
-  const int32_t units = (Cfg::kBlockN - first_row) * 8;  // 16-byte units per chunk
+  // NOTES: 4-byte stores of zero (STS from RZ): 16-byte stores need four zeroed registers,
+  // and with them the hdim-256 ragged consumer spilled 8 bytes. At most 32 stores per thread,
+  // once per tile.
+  const int32_t units = (Cfg::kBlockN - first_row) * 32;  // 4-byte words per chunk
+  uint32_t* rows = reinterpret_cast<uint32_t*>(stage + first_row * 128);
 #pragma unroll
-  for (int c = 0; c < Cfg::kHeadDimV / 64; ++c) {
-    uint8_t* rows = stage + c * Cfg::kBlockN * 128 + first_row * 128;
-    for (int32_t u = ctid; u < units; u += kThreads)
-      *reinterpret_cast<uint4*>(rows + 16 * u) = make_uint4(0u, 0u, 0u, 0u);
-  }
+  for (int c = 0; c < Cfg::kHeadDimV / 64; ++c)
+    for (int32_t u = ctid; u < units; u += kThreads) rows[c * Cfg::kBlockN * 32 + u] = 0u;
   ptx::fence_proxy_async_smem();
   ptx::named_sync(ptx::kBarClearTail, kThreads);
 }
