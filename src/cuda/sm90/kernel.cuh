@@ -186,9 +186,6 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       uint32_t pf[kNP];
       int64_t j = hi - 1;
       ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
-      // hdim 256: clear V[hi - 1] before S lives (in the loop, its consumer spilled 8 bytes);
-      // the first S waits for V's landing, once per tile.
-      if (Cfg::kHeadDim > 128) clear_v_tail();
       turn.wait_turn();
       gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
       turn.pass_turn();
@@ -204,7 +201,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
 
       for (j = hi - 2; j >= lo; --j) {
         ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
-        if (Cfg::kHeadDim <= 128 && j == hi - 2) clear_v_tail();  // V[hi - 1], read by this P.V
+        if (j == hi - 2) clear_v_tail();  // V[hi - 1], read by this iteration's P.V
         turn.wait_turn();
         gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
         // Rescale O while S runs on the tensor cores (FlashAttention-3 order): O is not an
@@ -229,7 +226,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       }
       if (rescale) rescale_rows(o, factor);
       ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
-      if (Cfg::kHeadDim <= 128 && lo == hi - 1) clear_v_tail();  // one key block: V[lo] is V[hi - 1]
+      if (lo == hi - 1) clear_v_tail();  // a single key block: V[lo] is V[hi - 1]
       turn.wait_turn();
       gemm_pv<Cfg>(o, pf, sm.v(vs.stage));
       turn.pass_turn();
