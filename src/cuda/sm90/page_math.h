@@ -22,11 +22,11 @@ constexpr int box_shift_for(int64_t page_size, int block_n) {
 }
 
 // Smallest box the paged producer issues (log2 rows). 0: every page size. NOTES: boxes of
-// fewer than 8 rows start inside a 1024-byte swizzle atom; the PTX ISA asks 128B-swizzled
-// tensor copies for 1024-byte aligned destinations, while the swizzle itself is a function
-// of the address (so such boxes land right where the hardware allows them:
-// GpuPrimitives.TmaBoxRowsGiveTheOneBoxTile checks r = 1, 2, 4). Set to 3 to refuse page
-// sizes that are not multiples of 8 (NotSupported naming page_table) if a device disagrees.
+// fewer than 8 rows start inside a 1024-byte swizzle atom; the swizzle is a function of the
+// shared-memory address, so they land exactly as the one-box tile does (H200, 2026-11-22:
+// GpuPrimitives.TmaBoxRowsGiveTheOneBoxTile bitwise for r = 1, 2, 4, and the page-1 / 3 / 100
+// forward cases). Set to 3 to refuse page sizes that are not multiples of 8 (NotSupported
+// naming page_table) should another device disagree.
 constexpr int kMinBoxShift = 0;
 
 // n / d for n < 2^31 and 1 <= d < 2^31 without a division (the producer thread has 40
