@@ -97,31 +97,37 @@ struct Producer {
   __device__ __forceinline__ void load_paged(const FwdParams& p, int32_t pt_off, int32_t hk, uint32_t k_len,
                                              uint32_t j) {
     PipeState<Cfg::kStages>& st = kIsK ? ks : vs;
-    uint64_t* full = kIsK ? sm.k_full(st.stage) : sm.v_full(st.stage);
-    ptx::mbar_wait(kIsK ? sm.k_empty(st.stage) : sm.v_empty(st.stage), st.phase ^ 1u);
-    uint8_t* dst = kIsK ? sm.k(st.stage) : sm.v(st.stage);
-    const CUtensorMap* tm = kIsK ? tm_k : tm_v;
     constexpr int kDim = kIsK ? Cfg::kHeadDim : Cfg::kHeadDimV;
-    const uint32_t t0 = j * Cfg::kBlockN, shift = uint32_t(p.box_shift);
+    const uint32_t t0 = j * Cfg::kBlockN, shift = uint32_t(p.box_shift), r = 1u << shift;
     const uint32_t rows = k_len - t0 < uint32_t(Cfg::kBlockN) ? k_len - t0 : uint32_t(Cfg::kBlockN);
-    const uint32_t boxes = (rows + (1u << shift) - 1) >> shift;
-    ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (kDim * 2));
+    const uint32_t boxes = (rows + r - 1) >> shift;
     uint32_t pg = page_div(t0, p.page_magic, p.page_div_shift);
     uint32_t row = t0 - pg * uint32_t(p.page_size);
-    if ((1 << p.box_shift) == Cfg::kBlockN) {  // whole tile in one page: one box, every chunk
-      ptx::tma_load_5d(dst, tm, full, 0, int32_t(row), 0, hk, __ldg(p.page_table + (pt_off + int32_t(pg))));
+    // The first box's page is read before waiting for the free stage (its latency hides
+    // behind the ring), each next one before the current box's TMAs are issued.
+    int32_t page = __ldg(p.page_table + (pt_off + int32_t(pg)));
+    ptx::mbar_wait(kIsK ? sm.k_empty(st.stage) : sm.v_empty(st.stage), st.phase ^ 1u);
+    uint64_t* full = kIsK ? sm.k_full(st.stage) : sm.v_full(st.stage);
+    uint8_t* dst = kIsK ? sm.k(st.stage) : sm.v(st.stage);
+    const CUtensorMap* tm = kIsK ? tm_k : tm_v;
+    ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (kDim * 2));
+    if (r == uint32_t(Cfg::kBlockN)) {  // whole tile in one page: one box, every chunk
+      ptx::tma_load_5d(dst, tm, full, 0, int32_t(row), 0, hk, page);
     } else {
       for (uint32_t i = 0; i < boxes; ++i) {
-        const int32_t page = __ldg(p.page_table + (pt_off + int32_t(pg)));
+        uint32_t next_row = row + r, next_pg = pg;
+        if (next_row == uint32_t(p.page_size)) {
+          next_row = 0;
+          ++next_pg;
+        }
+        const int32_t next = i + 1 < boxes ? __ldg(p.page_table + (pt_off + int32_t(next_pg))) : 0;
 #pragma unroll
         for (int c = 0; c < kDim / 64; ++c)
           ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, 0, int32_t(row), c,
                            hk, page);
-        row += 1u << shift;
-        if (row == uint32_t(p.page_size)) {
-          row = 0;
-          ++pg;
-        }
+        row = next_row;
+        pg = next_pg;
+        page = next;
       }
     }
     st.advance();
