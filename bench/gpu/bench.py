@@ -87,7 +87,19 @@ class LongAttn:
         pg.restype = ctypes.c_int
         pg.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 8 + [ctypes.c_int, ctypes.c_void_p,
                                                                      ctypes.c_char_p, ctypes.c_int]
+        sp = self.lib.longattn_bench_forward_split
+        sp.restype = ctypes.c_int
+        sp.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 6 + [ctypes.c_int, ctypes.c_void_p,
+                                                                     ctypes.c_char_p, ctypes.c_int]
         self.err = ctypes.create_string_buffer(512)
+
+    def split(self, q, k, v, out, causal):
+        b, s, hq, dqk = q.shape
+        st = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.longattn_bench_forward_split(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, s, hq,
+                                                   k.shape[2], dqk, v.shape[3], int(causal), st, self.err, 512)
+        if rc != 0:
+            raise RuntimeError(self.err.value.decode())
 
     def paged(self, q, kp, vp, out, pt, causal, used=None):
         b, sq, hq, d = q.shape
@@ -404,8 +416,57 @@ def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48,
     return rows
 
 
+def split_rows(la, causal):
+    """q / k head dim 192 with v head dim 128 (DeepSeek-style) against cuDNN on the same
+    inputs where SDPA's cuDNN backend takes it, and against longattn's 128 / 128 dense kernel on
+    the same shape; FLOPs 2 (d_qk + d_v) per visible pair. 4 x 8192, 16 heads."""
+    b, s, h = 4, 8192, 16
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    q = torch.randn(b, s, h, 192, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(b, s, h, 192, device="cuda", dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(b, s, h, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    o = torch.full((b, s, h, 128), float("nan"), device="cuda", dtype=torch.bfloat16)
+    q1, k1 = q[..., :128].contiguous(), k[..., :128].contiguous()
+    o1 = torch.empty_like(o)
+    fns = {"longattn 192/128": lambda i: la.split(q, k, v, o, causal),
+           "longattn 128/128": lambda i: la.ex(q1, k1, v, o1, causal)}
+    diff = float("nan")
+    try:
+        def cudnn(i):
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                      is_causal=causal)
+        ref = cudnn(0).transpose(1, 2).float()
+        fns["cudnn 192/128"] = cudnn
+    except Exception as ex:
+        ref = None
+        print(f"  cudnn 192/128 refused: {str(ex)[:120]}", file=sys.stderr)
+    la.split(q, k, v, o, causal)
+    torch.cuda.synchronize()
+    if ref is not None:
+        diff = (o.float() - ref).abs().max().item()
+    ms = time_interleaved(fns, 1)
+    pairs = visible_pairs_mask(s, s, causal)
+    rows = []
+    for name, t in ms.items():
+        dd = (192 + 128) if "192" in name else 256
+        rows.append({"b": b, "seq": s, "h": h, "d": 192 if "192" in name else 128, "causal": causal,
+                     "variant": name + (f" (max |diff| vs cuDNN {diff:.1e})" if name.startswith("longattn 192") else ""),
+                     "ms": t, "tflops": 2.0 * b * h * dd * pairs / t / 1e9,
+                     "vs_plain": ms["cudnn 192/128"] / t if "cudnn 192/128" in ms else float("nan")})
+    return rows
+
+
 def paged_main(args, la, props, l2):
     rows = []
+    for c in (False, True):
+        try:
+            for r in split_rows(la, c):
+                print(f"  split {'causal' if c else 'full  '} {r['variant']:48s} {r['ms']:8.3f} ms "
+                      f"{r['tflops']:6.1f} TFLOP/s  x{r['vs_plain']:.3f} (vs cuDNN 192/128)", flush=True)
+                rows.append(r)
+        except Exception as ex:
+            print(f"  split rows failed: {ex}", file=sys.stderr)
     for c in (False, True):
         for r in paged_rows(la, c, l2):
             print(f"  d128 {'causal' if c else 'full  '} {r['variant']:48s} {r['ms']:8.3f} ms "
@@ -414,7 +475,7 @@ def paged_main(args, la, props, l2):
     with open(os.path.join(args.out, "bench_paged.json"), "w") as fh:
         json.dump({"device": props.name, "rows": rows}, fh, indent=1)
     print(f"\n{props.name} -- paged K/V vs dense, bf16, interleaved")
-    print("| hdim | batch x seq | mask | variant | ms | TFLOP/s | vs dense |")
+    print("| hdim | batch x seq | mask | variant | ms | TFLOP/s | vs dense (split 192/128 rows: vs cuDNN 192/128) |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['d']} | {r['b']} x {r['seq']} | {'causal' if r['causal'] else 'full'} | {r['variant']} | "

@@ -106,4 +106,20 @@ int longattn_bench_forward_paged(void* q, void* k, void* v, void* out, void* pag
   a.mask.causal = causal != 0;
   return run(a, stream, err, err_len);
 }
+
+/// Dense bf16 q / k (batch, seq, heads, dim_qk), v (batch, seq, heads_kv, dim_v), out
+/// (batch, seq, heads_q, dim_v): head dims that differ (192 / 128), on the CUDA backend.
+int longattn_bench_forward_split(void* q, void* k, void* v, void* out, int64_t batch, int64_t seq, int64_t heads_q,
+                                 int64_t heads_kv, int64_t dim_qk, int64_t dim_v, int causal, void* stream, char* err,
+                                 int err_len) {
+  using namespace longattn;
+  const Device g{DeviceKind::cuda, 0};
+  Args a;
+  a.q = make_tensor(q, DType::bf16, {batch, seq, heads_q, dim_qk}, g);
+  a.k = make_tensor(k, DType::bf16, {batch, seq, heads_kv, dim_qk}, g);
+  a.v = make_tensor(v, DType::bf16, {batch, seq, heads_kv, dim_v}, g);
+  a.out = make_tensor(out, DType::bf16, {batch, seq, heads_q, dim_v}, g);
+  a.mask.causal = causal != 0;
+  return run(a, stream, err, err_len);
+}
 }

@@ -101,8 +101,11 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // What the kernel cannot serve yet (issue 5 adds these).
   if (p.fp8) return not_yet("fp8 (e4m3) inputs");
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
-  if (p.dim_qk != p.dim_v) return not_yet("dim_qk != dim_v");
-  if (p.dim_qk != 64 && p.dim_qk != 128 && p.dim_qk != 256) return not_yet("head dim " + std::to_string(p.dim_qk) + " (64, 128, 256 are)");
+  // Head dims: 64, 128, 256, or q / k 192 with v 128 (DeepSeek-style; the ragged kernel).
+  const bool split = p.dim_qk != p.dim_v;
+  if (split && !(p.dim_qk == 192 && p.dim_v == 128))
+    return not_yet("dim_qk " + std::to_string(p.dim_qk) + " != dim_v " + std::to_string(p.dim_v) + " (192 / 128 is)");
+  if (!split && p.dim_qk != 64 && p.dim_qk != 128 && p.dim_qk != 256) return not_yet("head dim " + std::to_string(p.dim_qk) + " (64, 128, 256 are)");
   if (p.out_dtype != DType::bf16 && p.out_dtype != DType::f16 && p.out_dtype != DType::f32)
     return not_yet(std::string("out dtype ") + dtype_name(p.out_dtype));
   if (p.device.kind != DeviceKind::cuda) return Status::Invalid("q: must be a CUDA tensor for the CUDA backend");
@@ -144,7 +147,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // Sinks, softcap, windows and chunks run the feature kernel (tile_size.h feature_tile);
   // the dense kernels stay as they were.
   const bool paged = p.kv == KvLayout::paged;
-  const bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged;
+  const bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged || split;
   const bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged;
   // The feature kernel's mask arithmetic is 32-bit (mask.cuh).
   if (features && 2 * (p.max_seq_q + p.max_seq_k) > INT32_MAX - 4096)
@@ -154,13 +157,16 @@ Status cuda_forward(const Args& a, const Problem& p) {
                            : (tv && tv[0] >= '1' && tv[0] <= '5' && !tv[1])
                                ? tv[0] - '0'
                                : cuda::sm90::default_variant(int(p.dim_qk), causal, p.max_seq_k);
-  const cuda::sm90::TileConfig tc = paged      ? cuda::sm90::paged_tile(int(p.dim_qk))
-                                    : ragged   ? cuda::sm90::ragged_tile(int(p.dim_qk))
+  const cuda::sm90::TileConfig tc = paged      ? cuda::sm90::paged_tile(int(p.dim_qk), int(p.dim_v))
+                                    : ragged   ? cuda::sm90::ragged_tile(int(p.dim_qk), int(p.dim_v))
                                     : features ? cuda::sm90::feature_tile(int(p.dim_qk))
                                                : cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
   // Paged K/V, any page size: each K/V tile is loaded as boxes of 2^box_shift rows that never
   // cross a page (mainloop.cuh load_paged). Table offsets are 32-bit in the producer.
   const int box_shift = paged ? cuda::sm90::box_shift_for(p.page_size, tc.block_n) : 0;
+  if (paged && box_shift < cuda::sm90::kMinBoxShift)
+    return not_yet("page_table: page size " + std::to_string(p.page_size) + " (a multiple of " +
+                   std::to_string(1 << cuda::sm90::kMinBoxShift) + " is needed)");
   if (paged && (p.batch - 1) * a.page_table.stride[0] + p.max_pages > INT32_MAX)
     return not_yet("page_table: 2^31 or more entries");
   if (paged && a.page_table.stride[1] != 1 && p.max_pages > 1)
@@ -278,7 +284,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // partial O (f32) and LSE in stream-ordered scratch, merged by the combine kernel below.
   // LONGATTN_SPLITS=0 disables it, =N forces N splits (measurements and tests).
   int64_t splits = 1;
-  if (!features && p.batch == 1) {
+  if (!features && !split && p.batch == 1) {
     const int64_t key_blocks = (p.max_seq_k + tc.block_n - 1) / tc.block_n;
     splits = cuda::sm90::kv_splits(fp.num_tiles, la.num_sms, key_blocks);
     if (const char* e = std::getenv("LONGATTN_SPLITS")) {
@@ -338,8 +344,10 @@ Status cuda_forward(const Args& a, const Problem& p) {
     la.dynamic = !env_is("LONGATTN_DYNAMIC", "0");
   }
 
-  cudaError_t e = p.in_dtype == DType::bf16 ? dispatch_dim<InType::bf16>(p.dim_qk, la)
-                                            : dispatch_dim<InType::f16>(p.dim_qk, la);
+  cudaError_t e = split ? (p.in_dtype == DType::bf16 ? cuda::sm90::launch_fwd_split<InType::bf16, 192, 128>(la)
+                                                    : cuda::sm90::launch_fwd_split<InType::f16, 192, 128>(la))
+                 : p.in_dtype == DType::bf16 ? dispatch_dim<InType::bf16>(p.dim_qk, la)
+                                             : dispatch_dim<InType::f16>(p.dim_qk, la);
   if (part) {  // split-KV: merge the partials into out / lse (batch 1: drop the batch dim)
     if (e == cudaSuccess) {
       auto dev = [&](void* data, int rank, const int64_t* shape, const int64_t* stride) {

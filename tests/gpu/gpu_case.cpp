@@ -57,6 +57,7 @@ std::vector<uint8_t> random_bytes(DType t, int64_t n, float lo, float hi, std::m
 std::string Shape::name() const {
   std::ostringstream o;
   o << "b" << batch << "_sq" << seq_q << "_sk" << seq_k << "_h" << heads_q << "x" << heads_kv << "_d" << dim
+    << (dim_v > 0 && dim_v != dim ? "x" + std::to_string(dim_v) : "")
     << (causal ? (top_left ? "_causalTL" : "_causal") : "") << "_" << dtype_name(in) << "_out" << dtype_name(out)
     << (pad ? "_pad" + std::to_string(pad) : "") << (automatic ? "_auto" : "");
   if (top_left && !causal) o << "_TL";
@@ -129,14 +130,15 @@ CheckResult run_case(const Shape& s, double atol) {
            : host_view(nullptr, s.in, {batch, s.seq_q, s.heads_q, s.dim}, gpu, pad);
   a.k = rk ? host_view(nullptr, s.in, {sum_of(s.lens_k), s.heads_kv, s.dim}, gpu)
            : host_view(nullptr, s.in, {batch, s.seq_k, s.heads_kv, s.dim}, gpu, pad);
-  a.v = rk ? host_view(nullptr, s.in, {sum_of(s.lens_k), s.heads_kv, s.dim}, gpu)
-           : host_view(nullptr, s.in, {batch, s.seq_k, s.heads_kv, s.dim}, gpu, pad);
-  a.out = rq ? host_view(nullptr, s.out, {total_q, s.heads_q, s.dim}, gpu)
-             : host_view(nullptr, s.out, {batch, s.seq_q, s.heads_q, s.dim}, gpu, pad);
+  const int64_t dim_v = s.dim_v > 0 ? s.dim_v : s.dim;
+  a.v = rk ? host_view(nullptr, s.in, {sum_of(s.lens_k), s.heads_kv, dim_v}, gpu)
+           : host_view(nullptr, s.in, {batch, s.seq_k, s.heads_kv, dim_v}, gpu, pad);
+  a.out = rq ? host_view(nullptr, s.out, {total_q, s.heads_q, dim_v}, gpu)
+             : host_view(nullptr, s.out, {batch, s.seq_q, s.heads_q, dim_v}, gpu, pad);
   const int64_t nq = span(a.q), nk = span(a.k);
   auto hq = random_bytes(s.in, nq, -s.q_range, s.q_range, rng);
   auto hk = random_bytes(s.in, nk, -1.f, 1.f, rng);
-  auto hv = random_bytes(s.in, nk, -1.f, 1.f, rng);
+  auto hv = random_bytes(s.in, span(a.v), -1.f, 1.f, rng);
   const int64_t no = span(a.out), nl = total_q * s.heads_q;
   const size_t ob = size_t(no * dtype_size(s.out));
   // Ragged metadata (int32, device copies below; host copies for the reference).
@@ -254,8 +256,8 @@ CheckResult run_case(const Shape& s, double atol) {
     r.failure = "reference problem: " + st.message();
     return r;
   }
-  std::vector<double> ref(size_t(s.dim));
-  std::vector<float> emu(size_t(s.dim));
+  std::vector<double> ref(static_cast<size_t>(dim_v));
+  std::vector<float> emu(static_cast<size_t>(dim_v));
   double rl = 0;
   float el = 0;
   for (int64_t b = 0; b < batch; ++b) {
@@ -275,7 +277,7 @@ CheckResult run_case(const Shape& s, double atol) {
         detail::reference_rows(h, p, b, hh, i, i + 1, ref.data(), &rl);
         detail::emulated_rows(h, p, b, hh, i, i + 1, emu.data(), &el);
         const int64_t ooff = detail::out_offset(h, p, b, si, i, hh);
-        for (int64_t d = 0; d < s.dim; ++d) {
+        for (int64_t d = 0; d < dim_v; ++d) {
           double g = detail::load_as_float(r.out_bytes.data(), s.out, ooff + d);
           double err = std::fabs(g - ref[size_t(d)]);
           if (std::isnan(err)) err = INFINITY;

@@ -12,6 +12,7 @@ namespace longattn::gputest {
 
 struct Shape {
   int64_t batch = 1, seq_q = 128, seq_k = 128, heads_q = 4, heads_kv = 4, dim = 128;
+  int64_t dim_v = 0;  // v / out head dim; 0: dim
   bool causal = false, top_left = false, lse = true;
   DType in = DType::bf16, out = DType::bf16;
   float q_range = 3.f;             // q ~ U(-q_range, q_range), k, v ~ U(-1, 1)

@@ -279,6 +279,36 @@ std::vector<Shape> unread_cases() {
   return v;
 }
 
+// q / k head dim 192 with v head dim 128 (DeepSeek-style; the ragged kernel, whatever the
+// features): dense, GQA / MQA, odd sizes, both alignments, rows with no key, f16 -> f32,
+// strided rows, softcap + sinks + window, ragged + seqused_k with unread keys poisoned.
+Shape split(Shape s) { s.dim = 192; s.dim_v = 128; s.seed += 500; return s; }
+
+std::vector<Shape> split_cases() {
+  std::vector<Shape> v;
+  for (bool c : {false, true}) {
+    v.push_back(split(S(2, 333, 555, 4, 2, 192, c)));
+    v.push_back(split(S(1, 1000, 1000, 8, 1, 192, c)));
+    v.push_back(split(S(1, 1, 1, 2, 2, 192, c)));
+  }
+  v.push_back(split(S(1, 1000, 300, 4, 2, 192, true)));  // rows without keys
+  v.push_back(tl(split(S(1, 300, 1000, 4, 4, 192, true))));
+  v.push_back(split(S(1, 500, 700, 4, 2, 192, true, DType::f16, DType::f32)));
+  {
+    Shape s = split(S(2, 300, 333, 4, 2, 192, false));
+    s.pad = 8;
+    v.push_back(s);
+  }
+  v.push_back(cap(sinks(win(split(S(1, 900, 900, 4, 2, 192, true)), 150, -1)), 12.f));
+  v.push_back(unread(split(R({100, 0, 300, 0, 57}, {130, 200, 300, 77, 190}, 4, 2, 192, true, 40)), NAN));
+  {
+    Shape s = split(F(3, 200, 500, 4, 2, 192, false));
+    s.used_k = {77, 300, 129};
+    v.push_back(unread(s, INFINITY));
+  }
+  return v;
+}
+
 std::vector<Shape> long_feature_cases() {
   std::vector<Shape> v;
   Shape s = win(F(1, 20000, 20000, 2, 1, 128, true), 4096, -1);
@@ -297,6 +327,7 @@ INSTANTIATE_TEST_SUITE_P(Long, GpuForward, ::testing::ValuesIn(long_cases()), ca
 INSTANTIATE_TEST_SUITE_P(Features, GpuForward, ::testing::ValuesIn(feature_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Ragged, GpuForward, ::testing::ValuesIn(ragged_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Unread, GpuForward, ::testing::ValuesIn(unread_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(SplitDims, GpuForward, ::testing::ValuesIn(split_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(LongFeatures, GpuForward, ::testing::ValuesIn(long_feature_cases()), case_name);
 
 // A moving result is a race: the same inputs must give bitwise the same output.

@@ -30,25 +30,26 @@ namespace longattn::cuda::sm90 {
 // kFeat_): ragged batches / seqused_k, per-sequence starts and lengths read per tile.
 // kPaged_ (with kRagged_): paged K/V; only the producer differs (it resolves each K/V
 // tile's page from the page table), the consumers see the same shared-memory tiles.
+// kHeadDimV_: v's head dim when it differs from q / k's (192 / 128; ragged kernels only).
 template <class T, int kHeadDim_, bool kCausalTile, int kVariant = 0, bool kFeat_ = false,
-          bool kRagged_ = false, bool kPaged_ = false>
+          bool kRagged_ = false, bool kPaged_ = false, int kHeadDimV_ = kHeadDim_>
 struct KernelConfig {
   using Element = T;
   static constexpr bool kFeat = kFeat_;
   static constexpr bool kRagged = kFeat_ && kRagged_;
   static constexpr bool kPaged = kFeat_ && kRagged_ && kPaged_;
-  static constexpr TileConfig kTile = kPaged    ? paged_tile(kHeadDim_)
-                                      : kRagged ? ragged_tile(kHeadDim_)
+  static constexpr TileConfig kTile = kPaged    ? paged_tile(kHeadDim_, kHeadDimV_)
+                                      : kRagged ? ragged_tile(kHeadDim_, kHeadDimV_)
                                       : kFeat_ ? feature_tile(kHeadDim_)
                                                : tile_config(kHeadDim_, kCausalTile, kVariant);
-  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kHeadDim = kHeadDim_, kHeadDimV = kHeadDimV_;
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kStages = kTile.stages;
   static constexpr int kQStages = kTile.q_stages;
   static constexpr int kWGs = kTile.consumer_wgs;
   static constexpr int kThreads = 128 * (kWGs + 1);
-  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages>;
+  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages, kHeadDimV>;
   static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
   // Dynamic tile assignment compiled in (used when FwdParams::tile_counter is set): the
   // kernels with the sectioned LPT schedule (scheduler.cuh DynamicTiles).
@@ -57,7 +58,8 @@ struct KernelConfig {
   // tiles gain nothing from it.
   static constexpr bool kDynamic = kTile.lpt_sections && kTile.consumer_wgs == 2 && (kCausalTile || kFeat_);
   static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
-  static_assert(kBlockN % 16 == 0 && kHeadDim % 64 == 0, "wgmma k16 steps / 128B chunks");
+  static_assert(kBlockN % 16 == 0 && kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "wgmma k16 steps / 128B chunks");
+  static_assert(kHeadDimV == kHeadDim || kRagged, "split head dims run the ragged kernels only");
 };
 
 // Ping-pong between consumer warpgroups: a warpgroup issues its GEMMs only in its turn
@@ -82,7 +84,7 @@ struct PingPong {
 template <class Cfg>
 __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::Smem sm, int wg,
                                               int tid) {
-  constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDim / 2, kNP = Cfg::kBlockN / 4;
+  constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDimV / 2, kNP = Cfg::kBlockN / 4;
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // this thread's first row in the tile
   PipeState<Cfg::kStages> ks, vs;
@@ -200,9 +202,6 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       uint32_t pf[kNP];
       int64_t j = hi - 1;
       ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
-      // hdim 256: clear V[hi - 1] before S lives (in the loop, its consumer spilled 8 bytes);
-      // the first S waits for V's landing, once per tile.
-      if (Cfg::kHeadDim > 128) clear_v_tail();
       turn.wait_turn();
       gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
       turn.pass_turn();
@@ -218,7 +217,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
 
       for (j = hi - 2; j >= lo; --j) {
         ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
-        if (Cfg::kHeadDim <= 128 && j == hi - 2) clear_v_tail();  // V[hi - 1], read by this P.V
+        if (j == hi - 2) clear_v_tail();  // V[hi - 1], read by this iteration's P.V
         turn.wait_turn();
         gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
         // Rescale O while S runs on the tensor cores (FlashAttention-3 order): O is not an
@@ -243,7 +242,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       }
       if (rescale) rescale_rows(o, factor);
       ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
-      if (Cfg::kHeadDim <= 128 && lo == hi - 1) clear_v_tail();  // one key block: V[lo] is V[hi - 1]
+      if (lo == hi - 1) clear_v_tail();  // a single key block: V[lo] is V[hi - 1]
       turn.wait_turn();
       gemm_pv<Cfg>(o, pf, sm.v(vs.stage));
       turn.pass_turn();

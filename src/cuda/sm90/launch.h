@@ -31,4 +31,9 @@ struct LaunchArgs {
 template <InType kIn, int kHeadDim>
 cudaError_t launch_fwd(const LaunchArgs& a);
 
+// q / k head dim kHeadDim, v head dim kHeadDimV != kHeadDim (192 / 128): the ragged feature
+// kernel (paged when a.paged), whatever the features.
+template <InType kIn, int kHeadDim, int kHeadDimV>
+cudaError_t launch_fwd_split(const LaunchArgs& a);
+
 }  // namespace longattn::cuda::sm90

@@ -116,4 +116,11 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
   return cudaErrorInvalidValue;
 }
 
+template <InType kIn, int kHeadDim, int kHeadDimV>
+cudaError_t launch_fwd_split(const LaunchArgs& a) {
+  using T = std::conditional_t<kIn == InType::bf16, __nv_bfloat16, __half>;
+  if (a.paged) return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true, true, kHeadDimV>>(a);
+  return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true, false, kHeadDimV>>(a);
+}
+
 }  // namespace longattn::cuda::sm90

@@ -37,14 +37,14 @@ struct Producer {
   }
   __device__ void load_k(int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);
-    ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKVBytes);
+    ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKBytes);
     ptx::tma_load_5d(sm.k(ks.stage), tm_k, sm.k_full(ks.stage), 0,
                      int32_t(n_block * Cfg::kBlockN), 0, int32_t(hk), int32_t(b));
     ks.advance();
   }
   __device__ void load_v(int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.v_empty(vs.stage), vs.phase ^ 1u);
-    ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kKVBytes);
+    ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kVBytes);
     ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), 0,
                      int32_t(n_block * Cfg::kBlockN), 0, int32_t(hk), int32_t(b));
     vs.advance();
@@ -58,13 +58,13 @@ struct Producer {
   }
   __device__ void load_k_row(int32_t b, int32_t hk, int32_t row) {
     ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);
-    ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKVBytes);
+    ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKBytes);
     ptx::tma_load_5d(sm.k(ks.stage), tm_k, sm.k_full(ks.stage), 0, row, 0, hk, b);
     ks.advance();
   }
   __device__ void load_v_row(int32_t b, int32_t hk, int32_t row) {
     ptx::mbar_wait(sm.v_empty(vs.stage), vs.phase ^ 1u);
-    ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kKVBytes);
+    ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kVBytes);
     ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), 0, row, 0, hk, b);
     vs.advance();
   }
@@ -97,30 +97,37 @@ struct Producer {
   __device__ __forceinline__ void load_paged(const FwdParams& p, int32_t pt_off, int32_t hk, uint32_t k_len,
                                              uint32_t j) {
     PipeState<Cfg::kStages>& st = kIsK ? ks : vs;
-    uint64_t* full = kIsK ? sm.k_full(st.stage) : sm.v_full(st.stage);
-    ptx::mbar_wait(kIsK ? sm.k_empty(st.stage) : sm.v_empty(st.stage), st.phase ^ 1u);
-    uint8_t* dst = kIsK ? sm.k(st.stage) : sm.v(st.stage);
-    const CUtensorMap* tm = kIsK ? tm_k : tm_v;
-    const uint32_t t0 = j * Cfg::kBlockN, shift = uint32_t(p.box_shift);
+    constexpr int kDim = kIsK ? Cfg::kHeadDim : Cfg::kHeadDimV;
+    const uint32_t t0 = j * Cfg::kBlockN, shift = uint32_t(p.box_shift), r = 1u << shift;
     const uint32_t rows = k_len - t0 < uint32_t(Cfg::kBlockN) ? k_len - t0 : uint32_t(Cfg::kBlockN);
-    const uint32_t boxes = (rows + (1u << shift) - 1) >> shift;
-    ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (Cfg::kHeadDim * 2));
+    const uint32_t boxes = (rows + r - 1) >> shift;
     uint32_t pg = page_div(t0, p.page_magic, p.page_div_shift);
     uint32_t row = t0 - pg * uint32_t(p.page_size);
-    if ((1 << p.box_shift) == Cfg::kBlockN) {  // whole tile in one page: one box, every chunk
-      ptx::tma_load_5d(dst, tm, full, 0, int32_t(row), 0, hk, __ldg(p.page_table + (pt_off + int32_t(pg))));
+    // The first box's page is read before waiting for the free stage (its latency hides
+    // behind the ring), each next one before the current box's TMAs are issued.
+    int32_t page = __ldg(p.page_table + (pt_off + int32_t(pg)));
+    ptx::mbar_wait(kIsK ? sm.k_empty(st.stage) : sm.v_empty(st.stage), st.phase ^ 1u);
+    uint64_t* full = kIsK ? sm.k_full(st.stage) : sm.v_full(st.stage);
+    uint8_t* dst = kIsK ? sm.k(st.stage) : sm.v(st.stage);
+    const CUtensorMap* tm = kIsK ? tm_k : tm_v;
+    ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (kDim * 2));
+    if (r == uint32_t(Cfg::kBlockN)) {  // whole tile in one page: one box, every chunk
+      ptx::tma_load_5d(dst, tm, full, 0, int32_t(row), 0, hk, page);
     } else {
       for (uint32_t i = 0; i < boxes; ++i) {
-        const int32_t page = __ldg(p.page_table + (pt_off + int32_t(pg)));
+        uint32_t next_row = row + r, next_pg = pg;
+        if (next_row == uint32_t(p.page_size)) {
+          next_row = 0;
+          ++next_pg;
+        }
+        const int32_t next = i + 1 < boxes ? __ldg(p.page_table + (pt_off + int32_t(next_pg))) : 0;
 #pragma unroll
-        for (int c = 0; c < Cfg::kHeadDim / 64; ++c)
+        for (int c = 0; c < kDim / 64; ++c)
           ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, 0, int32_t(row), c,
                            hk, page);
-        row += 1u << shift;
-        if (row == uint32_t(p.page_size)) {
-          row = 0;
-          ++pg;
-        }
+        row = next_row;
+        pg = next_pg;
+        page = next;
       }
     }
     st.advance();
@@ -150,7 +157,7 @@ struct Producer {
   }
 };
 
-// Rows [first_row, kBlockN) of a K/V stage set to zero by all consumer threads (`ctid` in
+// Rows [first_row, kBlockN) of a V stage set to zero by all consumer threads (`ctid` in
 // [0, 128 kWGs)), then made visible to wgmma (async proxy) and to every consumer warpgroup.
 // Used on a sequence's last V tile only: TMA fetched whatever lies past the sequence's keys
 // there (unused cache rows past seqused_k, the next sequence of a packed tensor, or nothing
@@ -162,13 +169,14 @@ struct Producer {
 template <class Cfg>
 __device__ __forceinline__ void clear_tail_rows(uint8_t* stage, int32_t first_row, int ctid) {
   constexpr int kThreads = 128 * Cfg::kWGs;
-  const int32_t units = (Cfg::kBlockN - first_row) * 8;  // 16-byte units per chunk
+  // NOTES: 4-byte stores of zero (STS from RZ): 16-byte stores need four zeroed registers,
+  // and with them the hdim-256 ragged consumer spilled 8 bytes. At most 32 stores per thread,
+  // once per tile.
+  const int32_t units = (Cfg::kBlockN - first_row) * 32;  // 4-byte words per chunk
+  uint32_t* rows = reinterpret_cast<uint32_t*>(stage + first_row * 128);
 #pragma unroll
-  for (int c = 0; c < Cfg::kHeadDim / 64; ++c) {
-    uint8_t* rows = stage + c * Cfg::kBlockN * 128 + first_row * 128;
-    for (int32_t u = ctid; u < units; u += kThreads)
-      *reinterpret_cast<uint4*>(rows + 16 * u) = make_uint4(0u, 0u, 0u, 0u);
-  }
+  for (int c = 0; c < Cfg::kHeadDimV / 64; ++c)
+    for (int32_t u = ctid; u < units; u += kThreads) rows[c * Cfg::kBlockN * 32 + u] = 0u;
   ptx::fence_proxy_async_smem();
   ptx::named_sync(ptx::kBarClearTail, kThreads);
 }
@@ -190,9 +198,9 @@ __device__ __forceinline__ void gemm_qk(float (&s)[Cfg::kBlockN / 2], const uint
   ptx::wgmma_commit();
 }
 
-// O(64 x hdim) += P(64 x kBlockN, registers) V(kBlockN x hdim, MN-major): kBlockN/16 RS wgmmas.
+// O(64 x hdim_v) += P(64 x kBlockN, registers) V(kBlockN x hdim_v, MN-major): kBlockN/16 RS wgmmas.
 template <class Cfg>
-__device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDim / 2],
+__device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDimV / 2],
                                         const uint32_t (&p)[Cfg::kBlockN / 4],
                                         const uint8_t* v_stage) {
   using T = typename Cfg::Element;
@@ -202,7 +210,7 @@ __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDim / 2],
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
     const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
     uint64_t db = ptx::desc_mn_major(va + kk * 16 * 128, Cfg::kBlockN * 128);
-    ptx::wgmma_rs<T, Cfg::kHeadDim, 1>(o, a, db, true);
+    ptx::wgmma_rs<T, Cfg::kHeadDimV, 1>(o, a, db, true);
   }
   ptx::wgmma_commit();
 }

@@ -21,6 +21,14 @@ constexpr int box_shift_for(int64_t page_size, int block_n) {
   return s;
 }
 
+// Smallest box the paged producer issues (log2 rows). 0: every page size. NOTES: boxes of
+// fewer than 8 rows start inside a 1024-byte swizzle atom; the swizzle is a function of the
+// shared-memory address, so they land exactly as the one-box tile does (H200, 2026-11-22:
+// GpuPrimitives.TmaBoxRowsGiveTheOneBoxTile bitwise for r = 1, 2, 4, and the page-1 / 3 / 100
+// forward cases). Set to 3 to refuse page sizes that are not multiples of 8 (NotSupported
+// naming page_table) should another device disagree.
+constexpr int kMinBoxShift = 0;
+
 // n / d for n < 2^31 and 1 <= d < 2^31 without a division (the producer thread has 40
 // registers, and a division is a long dependent sequence per box): with l = ceil(log2 d)
 // and m = floor(2^32 (2^l - d) / d) + 1, n / d = (mulhi(n, m) + n) >> l (Granlund and

@@ -6,23 +6,24 @@
 
 namespace longattn::cuda::sm90 {
 
-template <int kHeadDim, int kBlockM, int kBlockN, int kStages, int kQStages>
+// kHeadDim: q / k head dim; kHeadDimV: v's (192 / 128 for DeepSeek-style heads).
+template <int kHeadDim, int kBlockM, int kBlockN, int kStages, int kQStages, int kHeadDimV = kHeadDim>
 struct SmemLayout {
-  static constexpr int kChunks = kHeadDim / 64;            // 64-column (128-byte) chunks
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
-  static constexpr int kKVBytes = kBlockN * kHeadDim * 2;  // one K or V stage
+  static constexpr int kKBytes = kBlockN * kHeadDim * 2;   // one K stage
+  static constexpr int kVBytes = kBlockN * kHeadDimV * 2;  // one V stage
   static constexpr int kQOff = 0;
   static constexpr int kKOff = kQOff + kQStages * kQBytes;
-  static constexpr int kVOff = kKOff + kStages * kKVBytes;
-  static constexpr int kBarOff = kVOff + kStages * kKVBytes;
+  static constexpr int kVOff = kKOff + kStages * kKBytes;
+  static constexpr int kBarOff = kVOff + kStages * kVBytes;
   static constexpr int kNumBars = 2 * kQStages + 4 * kStages;  // q, k and v rings
   static constexpr int kBytes = kBarOff + 8 * kNumBars;
-  static_assert(kQBytes % 1024 == 0 && kKVBytes % 1024 == 0, "tiles must stay 1024-aligned");
+  static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "tiles must stay 1024-aligned");
 
   uint8_t* base;
   __device__ uint8_t* q(int s) const { return base + kQOff + s * kQBytes; }
-  __device__ uint8_t* k(int s) const { return base + kKOff + s * kKVBytes; }
-  __device__ uint8_t* v(int s) const { return base + kVOff + s * kKVBytes; }
+  __device__ uint8_t* k(int s) const { return base + kKOff + s * kKBytes; }
+  __device__ uint8_t* v(int s) const { return base + kVOff + s * kVBytes; }
   __device__ uint64_t* bars() const { return reinterpret_cast<uint64_t*>(base + kBarOff); }
   __device__ uint64_t* q_full(int s) const { return bars() + s; }
   __device__ uint64_t* q_empty(int s) const { return bars() + kQStages + s; }

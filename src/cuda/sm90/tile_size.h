@@ -61,7 +61,10 @@ constexpr TileConfig feature_tile(int head_dim) { return tile_config(head_dim, t
 // The ragged feature kernel's tile (kernel.cuh kRagged: per-sequence starts and lengths read
 // per tile). NOTES: on the hdim-64 (192 x 128 at 160 registers) and hdim-256 (128 x 80 at
 // 240) tiles its consumer spilled 8 / 4 bytes; these have room.
-constexpr TileConfig ragged_tile(int head_dim) {
+// head_dim_v != head_dim (192 / 128): 128 x 128 with one Q buffer (48 KB Q + 2 x 48 KB K +
+// 2 x 32 KB V = 208 KB); registers as hdim 128 (S 64 + P 32 + O 64).
+constexpr TileConfig ragged_tile(int head_dim, int head_dim_v = 0) {
+  if (head_dim_v > 0 && head_dim_v != head_dim) return {128, 128, 2, 2, 32, 232, 1};
   if (head_dim <= 64) return {128, 128, 2, 2, 32, 232, 2};
   if (head_dim <= 128) return tile_config(head_dim, true, 0);
   return {128, 64, 2, 2, 24, 240, 1, false};
@@ -70,8 +73,8 @@ constexpr TileConfig ragged_tile(int head_dim) {
 // The paged kernel's tile (kernel.cuh kPaged: the producer resolves each K/V tile's page):
 // the ragged tile with 8 more producer registers where it had 32. NOTES: at 32 its
 // producer spilled 4 bytes (after the page lookup was cut to a shift and a 32-bit offset).
-constexpr TileConfig paged_tile(int head_dim) {
-  TileConfig t = ragged_tile(head_dim);
+constexpr TileConfig paged_tile(int head_dim, int head_dim_v = 0) {
+  TileConfig t = ragged_tile(head_dim, head_dim_v);
   if (t.producer_regs == 32) {
     t.producer_regs = 40;
     t.consumer_regs = 224;
