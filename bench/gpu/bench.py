@@ -368,10 +368,10 @@ def features_main(args, la, props, l2):
     both = {"softcap": 30.0, "sinks": True}
     # Softcap A/B: every mode of src/cuda/sm90/softcap_mode.h on the same inputs (the rows
     # without "mode" run the library's default); poly* compile at hdim 128 only.
-    modes = ["split", "fused", "poly4", "poly6", "poly8", "poly10", "poly12", "f16"]
+    modes = ["split", "fused", "poly4", "poly6", "poly8", "poly10", "poly12", "f16", "fixed", "fixed8", "fixed12"]
     capped = [(f"sinks+softcap [{m}]", {**both, "mode": m}) for m in modes]
     dense = [("plain", {}), ("sinks", {"sinks": True}), ("softcap", {"softcap": 30.0}), ("sinks+softcap", both)] + capped
-    other_d = [dense[0], dense[3]] + [r for r in capped if r[1]["mode"] in ("split", "fused", "f16")]
+    other_d = [dense[0], dense[3]] + [r for r in capped if r[1]["mode"] in ("split", "fused", "f16", "fixed")]
     shapes = [(2, 8192, 16, 128, False, dense), (2, 8192, 16, 128, True, dense),
               (2, 8192, 16, 64, False, other_d), (2, 8192, 16, 256, False, other_d),
               (1, 65536, 16, 128, True, [("plain", {}), ("window 4096", {"wl": 4096}),
@@ -379,6 +379,7 @@ def features_main(args, la, props, l2):
                                          ("window 4096 + sinks + softcap [fused]", {"wl": 4096, **both, "mode": "fused"}),
                                          ("window 4096 + sinks + softcap [poly8]", {"wl": 4096, **both, "mode": "poly8"}),
                                          ("window 4096 + sinks + softcap [poly12]", {"wl": 4096, **both, "mode": "poly12"}),
+                                         ("window 4096 + sinks + softcap [fixed8]", {"wl": 4096, **both, "mode": "fixed8"}),
                                          ("chunk 8192", {"chunk": 8192})]),
               (1, 16384, 16, 128, False, [("plain", {}), ("window 2048 both sides", {"wl": 2048, "wr": 2048})])]
     rows = []

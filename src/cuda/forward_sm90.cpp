@@ -217,9 +217,14 @@ Status cuda_forward(const Args& a, const Problem& p) {
     }
     // How tanh and exp2 share the MUFU and FMA pipes (softcap_mode.h); LONGATTN_SOFTCAP_MODE
     // is an A/B measurement switch (LONGATTN_SOFTCAP_POLY=1, the earlier one, = poly8).
-    fp.softcap_mode = env_is("LONGATTN_SOFTCAP_POLY", "1")
-                          ? cuda::sm90::kCapPoly8
-                          : cuda::sm90::parse_softcap_mode(std::getenv("LONGATTN_SOFTCAP_MODE"));
+    // Fixed-max modes only where P keeps its range (bf16 in, cap <= 52), else their
+    // running-max counterpart.
+    cuda::sm90::SoftcapMode mode = env_is("LONGATTN_SOFTCAP_POLY", "1")
+                                       ? cuda::sm90::kCapPoly8
+                                       : cuda::sm90::parse_softcap_mode(std::getenv("LONGATTN_SOFTCAP_MODE"));
+    if (!cuda::sm90::softcap_fixed_ok(p.in_dtype == DType::bf16, double(p.softcap)))
+      mode = cuda::sm90::softcap_unfixed(mode);
+    fp.softcap_mode = mode;
     if (p.has_sinks) {
       fp.sinks = static_cast<const float*>(a.sinks.data);
       fp.sinks_stride = a.sinks.stride[0];

@@ -126,8 +126,31 @@ TEST(SoftcapMode, ParsesEveryName) {
   EXPECT_EQ(sm90::parse_softcap_mode("poly10"), sm90::kCapPoly10);
   EXPECT_EQ(sm90::parse_softcap_mode("poly12"), sm90::kCapPoly12);
   EXPECT_EQ(sm90::parse_softcap_mode("f16"), sm90::kCapTanhF16);
+  EXPECT_EQ(sm90::parse_softcap_mode("fixed"), sm90::kCapFixed);
+  EXPECT_EQ(sm90::parse_softcap_mode("fixed8"), sm90::kCapFixedPoly8);
+  EXPECT_EQ(sm90::parse_softcap_mode("fixed12"), sm90::kCapFixedPoly12);
+  EXPECT_EQ(sm90::softcap_poly16(sm90::kCapFixedPoly12), 12);
   EXPECT_EQ(sm90::softcap_poly16(sm90::kCapPoly10), 10);
   EXPECT_EQ(sm90::softcap_poly16(sm90::kCapFused), 0);
+}
+
+// Fixed-max modes: the exponent (t - m0) cap log2 e with t in [-1, 1] and m0 = max(0, sink)
+// stays within [-kFixedMaxLog2, kFixedMaxLog2] for the keys that matter (below that only where
+// a sink outweighs them by more than 2^75), so P and its products stay normal; bf16 only.
+TEST(SoftcapMode, FixedMaxRangeAndFallback) {
+  EXPECT_TRUE(sm90::softcap_fixed_ok(true, 50.0));   // Gemma 2
+  EXPECT_TRUE(sm90::softcap_fixed_ok(true, 51.9));
+  EXPECT_FALSE(sm90::softcap_fixed_ok(true, 52.1));
+  EXPECT_FALSE(sm90::softcap_fixed_ok(false, 10.0));  // f16 P: 2^-14 would underflow
+  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixed), sm90::kCapFused);
+  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixedPoly8), sm90::kCapPoly8);
+  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixedPoly12), sm90::kCapPoly12);
+  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapPoly6), sm90::kCapPoly6);
+  const float lo = float(-sm90::kFixedMaxLog2), hi = float(sm90::kFixedMaxLog2);
+  EXPECT_GE(ptx::exp2_poly(lo), std::ldexp(1.f, -126) * 1e6f);  // normal, far from the bottom
+  EXPECT_LE(rel_err(lo), ptx::kExp2PolyMaxRelErr);
+  EXPECT_LE(rel_err(hi), ptx::kExp2PolyMaxRelErr);
+  EXPECT_LT(double(ptx::exp2_poly(hi)) * 1048576.0 * 2147483648.0, double(std::numeric_limits<float>::max()));
 }
 
 }  // namespace

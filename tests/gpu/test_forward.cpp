@@ -287,7 +287,8 @@ TEST(GpuForwardSchedule, CausalSectionsCoverEveryTile) {
 // path on masked ones, so the cases mix both: causal and windowed tiles, rows that see no key
 // (top-left window; output 0, LSE = -inf or the sink), sinks, a saturated tanh (scale 1: raw
 // logits of tens, the exp2 argument spans far below -127 with cap 50), f16 -> f32, the three
-// head dims (the poly modes compile at hdim 128 and run as `fused` at 64 / 256).
+// head dims (the poly modes compile at hdim 128 and run as `fused` at 64 / 256); the fixed-max
+// modes with sinks below and far above the logits, and where they fall back (f16, cap > 52).
 // f16 mode: tanh.approx.f16x2 adds about 2^-11.5 absolute to tanh's error (ptx/sync.cuh), so
 // its logit tolerance is cap * 2^-10 instead of cap * 2^-11.
 TEST(GpuForwardSoftcap, EveryMode) {
@@ -314,9 +315,17 @@ TEST(GpuForwardSoftcap, EveryMode) {
     s.out = DType::f32;
     cases.push_back(s);
   }
+  {
+    Shape s = cap(sinks(F(1, 640, 700, 4, 2, 128, true), 6.f, 12.f), 50.f);  // bf16: fixed max applies
+    s.scale = 1.f;
+    cases.push_back(s);
+  }
+  cases.push_back(cap(sinks(F(1, 300, 500, 2, 2, 128, false), 30.f, 80.f), 50.f));  // sink above every logit
+  cases.push_back(cap(F(1, 400, 500, 2, 2, 128, false), 60.f));  // cap > 52: fixed falls back
   cases.push_back(cap(F(1, 500, 600, 6, 2, 64, true), 8.f));
   cases.push_back(cap(sinks(F(1, 333, 555, 4, 1, 256, false)), 10.f));
-  for (const char* mode : {"split", "fused", "poly4", "poly6", "poly8", "poly10", "poly12", "f16"}) {
+  for (const char* mode :
+       {"split", "fused", "poly4", "poly6", "poly8", "poly10", "poly12", "f16", "fixed", "fixed8", "fixed12"}) {
     setenv("LONGATTN_SOFTCAP_MODE", mode, 1);
     for (Shape s : cases) {
       s.seed += 77;

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cuda.h>
+#include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/ptx/sync.cuh"
 #include "cuda/ptx/tma.cuh"
@@ -143,17 +145,24 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     float o[kNO];
 #pragma unroll
     for (int i = 0; i < kNO; ++i) o[i] = 0.f;
+    // Fixed-max softcap modes (softcap_mode.h): bf16 kernels, not hdim 64 (its consumer
+    // spilled 16 bytes with them); elsewhere they run as their running-max counterpart.
+    constexpr bool kFixedOk =
+        Cfg::kFeat && Cfg::kHeadDim > 64 && std::is_same_v<typename Cfg::Element, __nv_bfloat16>;
     OnlineSoftmax smx;
     smx.init();
     if constexpr (Cfg::kFeat) {
       if (p.sinks) smx.init_sink(p.sinks[tc.h * p.sinks_stride] * p.sink_to_raw, lane);
+      if (kFixedOk && p.softcap_in != 0.f && softcap_is_fixed(p.softcap_mode)) smx.fix_max(sl2);
     }
     float factor[2];
     auto softmax_update = [&](float(&s)[kNS]) -> bool {
       if constexpr (Cfg::kFeat) {
         if (fused_cap)
-          return update_softcapped<(Cfg::kHeadDim > 64 && Cfg::kHeadDim <= 128 && !Cfg::kPaged)>(
+          return update_softcapped<(Cfg::kHeadDim > 64 && Cfg::kHeadDim <= 128 && !Cfg::kPaged), kFixedOk>(
               smx, s, p.softcap_mode, p.softcap_in, sl2, p.rescale_threshold, factor);
+        if (kFixedOk && p.softcap_in != 0.f && softcap_is_fixed(p.softcap_mode))  // capped, masked
+          return smx.template update_fixed<0, false>(s, 0.f, sl2, factor);
         return smx.update(s, sl2, p.rescale_threshold, factor);
       } else {
         return smx.update(s, p.scale_log2, p.rescale_threshold, factor);

@@ -107,6 +107,44 @@ struct OnlineSoftmax {
     return __any_sync(0xffffffffu, any);
   }
 
+  // Fixed-max softcap modes (softcap_mode.h kCapFixed*): the subtracted max becomes the
+  // constant m0 = max(0, m) (m: the sink or -inf), the sink's share of l rescaled to it.
+  __device__ void fix_max(float scale_log2) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m0 = fmaxf(m[r], 0.f);
+      l[r] *= ptx::exp2_approx((m[r] - m0) * scale_log2);  // -inf - 0: 0, and l was 0
+      m[r] = m0;
+    }
+  }
+
+  // The fixed-max update: P = 2^((t - m0) scale_log2) with t = tanh(s * in) (kCap: raw
+  // logits, a block without element mask) or t = s (already capped and masked: -inf gives
+  // 0). No max, no shuffle; factor = 1 and no rescale ever.
+  template <int kPoly16, bool kCap, int NS>
+  __device__ bool update_fixed(float (&s)[NS], float in, float scale_log2, float (&factor)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float ms = m[r] * scale_log2;
+      float sum = 0.f;
+#pragma unroll
+      for (int c = 0; c < NS / 4; ++c) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float t = s[4 * c + 2 * r + e];
+          if constexpr (kCap) t = ptx::tanh_approx(t * in);
+          const float x = fmaf(t, scale_log2, -ms);
+          const float p = softcap_poly_col(c, kPoly16) ? ptx::exp2_poly(x) : ptx::exp2_approx(x);
+          s[4 * c + 2 * r + e] = p;
+          sum += p;
+        }
+      }
+      l[r] += sum;
+      factor[r] = 1.f;
+    }
+    return false;
+  }
+
   // Lazy rescale of row r to the block max mx (the row's running max already folded in):
   // sets factor[r], m[r], `any`; returns the scaled max to subtract (0 for a row that has
   // seen nothing, so exp2(-inf) = 0 stays NaN-free).
@@ -151,9 +189,18 @@ __device__ __forceinline__ void softcap(float (&s)[NS], float in) {
 // modes run as kCapFused). NOTES: with them the hdim-64 consumer (160 registers) spilled 16
 // bytes and the paged hdim-128 one (224) 8; at hdim 256 the MUFU is not the limit (twice the
 // GEMM work per logit).
-template <bool kPolyOk, int NS>
+// kFixedOk: compile the fixed-max modes (bf16 kernels; the host sends them only when
+// softcap_fixed_ok).
+template <bool kPolyOk, bool kFixedOk, int NS>
 __device__ __forceinline__ bool update_softcapped(OnlineSoftmax& smx, float (&s)[NS], int mode, float in,
                                                   float sl2, float thr, float (&factor)[2]) {
+  if constexpr (kFixedOk) {
+    if constexpr (kPolyOk) {
+      if (mode == kCapFixedPoly8) return smx.template update_fixed<8, true>(s, in, sl2, factor);
+      if (mode == kCapFixedPoly12) return smx.template update_fixed<12, true>(s, in, sl2, factor);
+    }
+    if (softcap_is_fixed(mode)) return smx.template update_fixed<0, true>(s, in, sl2, factor);
+  }
   if constexpr (kPolyOk) {
     switch (mode) {
       case kCapPoly4: return smx.template update_capped<4, false>(s, in, sl2, thr, factor);
