@@ -15,6 +15,7 @@
 #include "cuda/sm90/launch.h"
 #include "cuda/sm90/page_math.h"
 #include "cuda/sm90/schedule_rule.h"
+#include "cuda/sm90/softcap_mode.h"
 #include "cuda/util_kernels.h"
 
 namespace longattn::detail {
@@ -216,9 +217,16 @@ Status cuda_forward(const Args& a, const Problem& p) {
       fp.softcap_in = float(double(p.scale) / double(p.softcap));
       fp.feat_scale_log2 = float(double(p.softcap) * 1.4426950408889634);
     }
-    // LONGATTN_SOFTCAP_POLY=1: half the softcapped exp2s on the FMA pipe (measurement
-    // switch; slower on H200: hdim 128 0.69x vs 0.73x of plain, hdim 64 0.55x vs 0.64x).
-    fp.poly_exp = env_is("LONGATTN_SOFTCAP_POLY", "1") ? 1 : 0;
+    // How tanh and exp2 share the MUFU and FMA pipes (softcap_mode.h); LONGATTN_SOFTCAP_MODE
+    // is an A/B measurement switch (LONGATTN_SOFTCAP_POLY=1, the earlier one, = poly8).
+    // Fixed-max modes only where P keeps its range (bf16 in, cap <= 52), else their
+    // running-max counterpart.
+    cuda::sm90::SoftcapMode mode = env_is("LONGATTN_SOFTCAP_POLY", "1")
+                                       ? cuda::sm90::kCapPoly8
+                                       : cuda::sm90::parse_softcap_mode(std::getenv("LONGATTN_SOFTCAP_MODE"));
+    if (!cuda::sm90::softcap_fixed_ok(p.in_dtype == DType::bf16, double(p.softcap)))
+      mode = cuda::sm90::softcap_unfixed(mode);
+    fp.softcap_mode = mode;
     if (p.has_sinks) {
       fp.sinks = static_cast<const float*>(a.sinks.data);
       fp.sinks_stride = a.sinks.stride[0];

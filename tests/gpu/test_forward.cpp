@@ -356,22 +356,63 @@ TEST(GpuForwardSchedule, CausalSectionsCoverEveryTile) {
   unsetenv("LONGATTN_SECTIONS");
 }
 
-// Softcap runs every exp2 on the MUFU by default; LONGATTN_SOFTCAP_POLY=1 (a measurement
-// switch) takes half of them on the FMA pipe, and must be right too.
-TEST(GpuForwardSoftcap, PolynomialExp2) {
+// Every softcap mode (cuda/sm90/softcap_mode.h, LONGATTN_SOFTCAP_MODE) against the reference.
+// The fused modes cap inside the softmax on blocks without an element mask and take the split
+// path on masked ones, so the cases mix both: causal and windowed tiles, rows that see no key
+// (top-left window; output 0, LSE = -inf or the sink), sinks, a saturated tanh (scale 1: raw
+// logits of tens, the exp2 argument spans far below -127 with cap 50), f16 -> f32, the three
+// head dims (the poly modes compile at hdim 128 and run as `fused` at 64 / 256); the fixed-max
+// modes with sinks below and far above the logits, and where they fall back (f16, cap > 52).
+// f16 mode: tanh.approx.f16x2 adds about 2^-11.5 absolute to tanh's error (ptx/sync.cuh), so
+// its logit tolerance is cap * 2^-10 instead of cap * 2^-11.
+TEST(GpuForwardSoftcap, EveryMode) {
   if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
-  setenv("LONGATTN_SOFTCAP_POLY", "1", 1);
-  for (int64_t d : {64, 128}) {
-    for (bool c : {false, true}) {
-      Shape s = S(1, 700, 900, 4, 2, d, c);
-      s.softcap = 10.f;
-      s.sinks = true;
+  std::vector<Shape> cases;
+  {
+    Shape s = S(1, 700, 900, 4, 2, 128, true);
+    s.softcap = 10.f;
+    s.sinks = true;
+    cases.push_back(s);
+  }
+  {
+    Shape s = S(2, 513, 1000, 4, 4, 128, false);
+    s.softcap = 5.f;
+    s.scale = 1.f;
+    cases.push_back(s);
+  }
+  cases.push_back(cap(tl(win(F(1, 1000, 300, 4, 2, 128, false), 5, 0)), 20.f));
+  cases.push_back(cap(sinks(tl(win(F(1, 900, 300, 2, 2, 128, false), 9, 0))), 7.f));
+  {
+    Shape s = cap(sinks(F(1, 600, 777, 4, 2, 128, true)), 50.f);
+    s.scale = 1.f;
+    s.in = DType::f16;
+    s.out = DType::f32;
+    cases.push_back(s);
+  }
+  {
+    Shape s = cap(sinks(F(1, 640, 700, 4, 2, 128, true), 6.f, 12.f), 50.f);  // bf16: fixed max applies
+    s.scale = 1.f;
+    cases.push_back(s);
+  }
+  cases.push_back(cap(sinks(F(1, 300, 500, 2, 2, 128, false), 30.f, 80.f), 50.f));  // sink above every logit
+  cases.push_back(cap(F(1, 400, 500, 2, 2, 128, false), 60.f));  // cap > 52: fixed falls back
+  cases.push_back(cap(F(1, 500, 600, 6, 2, 64, true), 8.f));
+  cases.push_back(cap(sinks(F(1, 333, 555, 4, 1, 256, false)), 10.f));
+  for (const char* mode :
+       {"split", "fused", "poly4", "poly6", "poly8", "poly10", "poly12", "f16", "fixed", "fixed8", "fixed12"}) {
+    setenv("LONGATTN_SOFTCAP_MODE", mode, 1);
+    for (Shape s : cases) {
       s.seed += 77;
-      CheckResult r = run_case(s, atol_for(s));
-      EXPECT_TRUE(r.failure.empty()) << s.name() << ": " << r.failure;
+      s.rows_per_head = 24;
+      const bool f16 = std::string(mode) == "f16";
+      const double atol = atol_for(s) + (f16 ? double(s.softcap) / 2048.0 : 0.0);
+      CheckResult r = run_case(s, atol);
+      printf("%-7s %-48s err %.2e naive %.2e lse %.2e (naive %.2e)\n", mode, s.name().c_str(), r.max_err,
+             r.naive_err, r.lse_err, r.lse_naive);
+      EXPECT_TRUE(r.failure.empty()) << mode << " " << s.name() << ": " << r.failure;
     }
   }
-  unsetenv("LONGATTN_SOFTCAP_POLY");
+  unsetenv("LONGATTN_SOFTCAP_MODE");
 }
 
 // What the kernel cannot serve yet is refused by name, and nothing is written.

@@ -1,7 +1,10 @@
-// Warp-specialization primitives: setmaxnreg and named barriers.
+// Warp-specialization primitives: setmaxnreg and named barriers; the MUFU math of the softmax
+// (ex2, tanh, packed f16 tanh).
 #pragma once
 
 #include <cstdint>
+
+#include "cuda/ptx/exp2_poly.h"  // exp2_poly: 2^x on the FMA pipe
 
 namespace longattn::cuda::ptx {
 
@@ -33,20 +36,24 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
-// 2^x on the FMA pipe (no MUFU): 2^x = 2^n * 2^f, n = round(x) by the 1.5 * 2^23 trick, f in
-// [-0.5, 0.5], 2^f by its degree-4 Taylor polynomial (relative error <= 4.3e-5, under the
-// bf16 / f16 rounding of P). Exactly 0 for x < -126 (masked logits are -inf).
-// Used for half of the softcapped logits, whose tanh already occupies the MUFU.
-__device__ __forceinline__ float exp2_poly(float x) {
-  const float xc = fmaxf(x, -127.f);
-  const float j = __fadd_rn(xc, 12582912.f);
-  const float f = xc - __fsub_rn(j, 12582912.f);
-  float y = fmaf(0.0096181291f, f, 0.0555041087f);
-  y = fmaf(y, f, 0.2402265070f);
-  y = fmaf(y, f, 0.6931471806f);
-  y = fmaf(y, f, 1.f);
-  const int bits = __float_as_int(y) + (__float_as_int(j) << 23);
-  return x < -126.f ? 0.f : __int_as_float(bits);
+// tanh.approx.f32: MUFU.TANH, max relative error 2^-11 (PTX ISA).
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// tanh of two floats through tanh.approx.f16x2 (one pack, two f16 results, two unpacks).
+// NOTES: on sm_90a this is still two MUFU.TANH.F16 instructions (cuobjdump), so it only
+// pays if the f16 MUFU op is faster than the f32 one; kept as a measured softcap variant.
+// Error: the f16 argument (relative 2^-11, |d tanh/du| u <= 0.45) and the f16 result
+// (absolute 2^-12 in [1/2, 1)) add about 2^-11.5 absolute to the approximation's own error.
+__device__ __forceinline__ void tanh2_f16(float a, float b, float& ta, float& tb) {
+  uint32_t h;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(b), "f"(a));  // a in the low half
+  asm("tanh.approx.f16x2 %0, %0;" : "+r"(h));
+  asm("{\n .reg .f16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.f32.f16 %0, lo;\n cvt.f32.f16 %1, hi;\n}"
+      : "=f"(ta), "=f"(tb) : "r"(h));
 }
 
 }  // namespace longattn::cuda::ptx

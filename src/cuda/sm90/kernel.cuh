@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cuda.h>
+#include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/ptx/sync.cuh"
 #include "cuda/ptx/tma.cuh"
@@ -144,11 +146,16 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       ja = int32_t(a);
       width = b > a ? uint32_t(b - a) : 0u;
     }
-    // Feature kernel: softcap on the raw logits, then the mask.
+    // Feature kernel: softcap on the raw logits, then the mask. The fused softcap modes
+    // (softcap_mode.h) cap inside the softmax update instead, on blocks without an element
+    // mask (tanh(-inf) = -1 would unmask a key); blocks with one take the split path.
+    bool fused_cap = false;
     auto mask_s = [&](float(&s)[kNS], int64_t j) {
       if constexpr (Cfg::kFeat) {
-        if (p.softcap_in != 0.f) softcap(s, p.softcap_in);
-        if (uint32_t(int32_t(j) - ja) >= width) mask.apply(s, j, row0, lane);
+        const bool edge = uint32_t(int32_t(j) - ja) >= width;
+        fused_cap = p.softcap_in != 0.f && p.softcap_mode != kCapSplit && !edge;
+        if (p.softcap_in != 0.f && !fused_cap) softcap(s, p.softcap_in);
+        if (edge) mask.apply(s, j, row0, lane);
       } else {
         if (j >= j_mask) mask.apply(s, j, row0, lane);
       }
@@ -157,22 +164,24 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     float o[kNO];
 #pragma unroll
     for (int i = 0; i < kNO; ++i) o[i] = 0.f;
+    // Fixed-max softcap modes (softcap_mode.h): bf16 kernels, not hdim 64 (its consumer
+    // spilled 16 bytes with them); elsewhere they run as their running-max counterpart.
+    constexpr bool kFixedOk =
+        Cfg::kFeat && Cfg::kHeadDim > 64 && std::is_same_v<typename Cfg::Element, __nv_bfloat16>;
     OnlineSoftmax smx;
     smx.init();
     if constexpr (Cfg::kFeat) {
       if (p.sinks) smx.init_sink(p.sinks[tc.h * p.sinks_stride] * p.sink_to_raw, lane);
+      if (kFixedOk && p.softcap_in != 0.f && softcap_is_fixed(p.softcap_mode)) smx.fix_max(sl2);
     }
     float factor[2];
-    // Feature kernel with softcap and LONGATTN_SOFTCAP_POLY=1: half the exp2s on the FMA pipe
-    // (softmax.cuh; off by default, slower). Not for
-    // hdim 256: its consumer spilled (8 bytes), and with twice the GEMM work per logit its
-    // MUFU is not the limit (softcap at 0.90x of plain, H200).
     auto softmax_update = [&](float(&s)[kNS]) -> bool {
       if constexpr (Cfg::kFeat) {
-        if constexpr (Cfg::kHeadDim <= 128) {
-          if (p.poly_exp && p.softcap_in != 0.f)
-            return smx.template update<true>(s, sl2, p.rescale_threshold, factor);
-        }
+        if (fused_cap)
+          return update_softcapped<(Cfg::kHeadDim > 64 && Cfg::kHeadDim <= 128 && !Cfg::kPaged), kFixedOk>(
+              smx, s, p.softcap_mode, p.softcap_in, sl2, p.rescale_threshold, factor);
+        if (kFixedOk && p.softcap_in != 0.f && softcap_is_fixed(p.softcap_mode))  // capped, masked
+          return smx.template update_fixed<0, false>(s, 0.f, sl2, factor);
         return smx.update(s, sl2, p.rescale_threshold, factor);
       } else {
         return smx.update(s, p.scale_log2, p.rescale_threshold, factor);

@@ -50,7 +50,7 @@ struct FwdParams {
   // becomes feat_scale_log2 = cap * log2(e), so s * feat_scale_log2 = cap * tanh(scale * q.k /
   // cap) * log2(e). Without softcap feat_scale_log2 = scale_log2. softcap_in == 0: off.
   float softcap_in = 0, feat_scale_log2 = 0;
-  int32_t poly_exp = 0;          // softcap: half the exp2s on the FMA pipe (softmax.cuh; off by default)
+  int32_t softcap_mode = 0;      // softcap_mode.h SoftcapMode: how tanh / exp2 share the MUFU and FMA pipes
   const float* sinks = nullptr;  // per query head, natural-log logits; null: none
   int64_t sinks_stride = 0;
   float sink_to_raw = 0;         // a sink logit in the kernel's logit units: 1 / scale (1 / cap with softcap)

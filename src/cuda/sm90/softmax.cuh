@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "cuda/ptx/sync.cuh"
+#include "cuda/sm90/softcap_mode.h"
 
 namespace longattn::cuda::sm90 {
 
@@ -36,11 +37,7 @@ struct OnlineSoftmax {
 
   // Turns S into P in place; returns the per-row O rescale factors; `rescale` tells whether
   // any factor in the warp differs from 1.
-  // kPolyHalf (feature kernel with softcap, LONGATTN_SOFTCAP_POLY=1 only): odd column groups
-  // take exp2 on the FMA pipe (ptx::exp2_poly) so the MUFU carries tanh + half the exp2s.
-  // NOTES: slower than all-MUFU on H200 (hdim 128: 0.69x vs 0.73x of plain; hdim 64: 0.55x
-  // vs 0.64x): the extra FMA-pipe work lands on the softmax critical path.
-  template <bool kPolyHalf = false, int NS>
+  template <int NS>
   __device__ bool update(float (&s)[NS], float scale_log2, float threshold, float (&factor)[2]) {
     bool any = false;
 #pragma unroll
@@ -50,26 +47,13 @@ struct OnlineSoftmax {
       for (int c = 0; c < NS / 4; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      float m_old = m[r];
-      // NaN-free: mx == m_old == -inf compares false, keeping -inf.
-      bool move = threshold > 0.f ? (mx - m_old) * scale_log2 > threshold : mx > m_old;
-      float m_new = move ? mx : m_old;
-      factor[r] = move ? ptx::exp2_approx((m_old - m_new) * scale_log2) : 1.f;
-      any |= move;
-      m[r] = m_new;
-      float ms = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+      const float ms = move_max(r, mx, scale_log2, threshold, factor, any);
       float sum = 0.f;
 #pragma unroll
       for (int c = 0; c < NS / 4; ++c) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float x = fmaf(s[4 * c + 2 * r + e], scale_log2, -ms);
-          float p;
-          if (kPolyHalf && (c & 1)) {
-            p = ptx::exp2_poly(x);
-          } else {
-            p = ptx::exp2_approx(x);
-          }
+          const float p = ptx::exp2_approx(fmaf(s[4 * c + 2 * r + e], scale_log2, -ms));
           s[4 * c + 2 * r + e] = p;
           sum += p;
         }
@@ -77,6 +61,103 @@ struct OnlineSoftmax {
       l[r] = l[r] * factor[r] + sum;
     }
     return __any_sync(0xffffffffu, any);
+  }
+
+  // The softcapped update (fused softcap modes, softcap_mode.h): `s` holds raw logits (raw
+  // Q.K units, no element mask: blocks with one take the split path), P replaces them. tanh is monotonic, so the row max
+  // is taken on the raw logits and capped with one tanh per row; each logit is then capped and
+  // exponentiated in one pass, so the MUFU has no idle gap between a tanh pass and an exp2
+  // pass, and the FMA-pipe exp2s (kPoly16 of every 16 column groups, ptx::exp2_poly)
+  // interleave with the MUFU ops of the others. `in` = scale / cap; the m / l state is in
+  // capped units (tanh values) as with the split mode, so finalize and sinks are unchanged.
+  // kF16: tanh through tanh.approx.f16x2 (ptx::tanh2_f16).
+  template <int kPoly16, bool kF16, int NS>
+  __device__ bool update_capped(float (&s)[NS], float in, float scale_log2, float threshold,
+                                float (&factor)[2]) {
+    bool any = false;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mr = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < NS / 4; ++c) mr = fmaxf(mr, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
+      mr = fmaxf(mr, __shfl_xor_sync(0xffffffffu, mr, 1));
+      mr = fmaxf(mr, __shfl_xor_sync(0xffffffffu, mr, 2));
+      const float mx = fmaxf(m[r], mr == -INFINITY ? -INFINITY : ptx::tanh_approx(mr * in));
+      const float ms = move_max(r, mx, scale_log2, threshold, factor, any);
+      float sum = 0.f;
+#pragma unroll
+      for (int c = 0; c < NS / 4; ++c) {
+        float t[2];
+        if constexpr (kF16) {
+          ptx::tanh2_f16(s[4 * c + 2 * r] * in, s[4 * c + 2 * r + 1] * in, t[0], t[1]);
+        } else {
+          t[0] = ptx::tanh_approx(s[4 * c + 2 * r] * in);
+          t[1] = ptx::tanh_approx(s[4 * c + 2 * r + 1] * in);
+        }
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float x = fmaf(t[e], scale_log2, -ms);
+          const float p = softcap_poly_col(c, kPoly16) ? ptx::exp2_poly(x) : ptx::exp2_approx(x);
+          s[4 * c + 2 * r + e] = p;
+          sum += p;
+        }
+      }
+      l[r] = l[r] * factor[r] + sum;
+    }
+    return __any_sync(0xffffffffu, any);
+  }
+
+  // Fixed-max softcap modes (softcap_mode.h kCapFixed*): the subtracted max becomes the
+  // constant m0 = max(0, m) (m: the sink or -inf), the sink's share of l rescaled to it.
+  __device__ void fix_max(float scale_log2) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m0 = fmaxf(m[r], 0.f);
+      l[r] *= ptx::exp2_approx((m[r] - m0) * scale_log2);  // -inf - 0: 0, and l was 0
+      m[r] = m0;
+    }
+  }
+
+  // The fixed-max update: P = 2^((t - m0) scale_log2) with t = tanh(s * in) (kCap: raw
+  // logits, a block without element mask) or t = s (already capped and masked: -inf gives
+  // 0). No max, no shuffle; factor = 1 and no rescale ever.
+  template <int kPoly16, bool kCap, int NS>
+  __device__ bool update_fixed(float (&s)[NS], float in, float scale_log2, float (&factor)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float ms = m[r] * scale_log2;
+      float sum = 0.f;
+#pragma unroll
+      for (int c = 0; c < NS / 4; ++c) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float t = s[4 * c + 2 * r + e];
+          if constexpr (kCap) t = ptx::tanh_approx(t * in);
+          const float x = fmaf(t, scale_log2, -ms);
+          const float p = softcap_poly_col(c, kPoly16) ? ptx::exp2_poly(x) : ptx::exp2_approx(x);
+          s[4 * c + 2 * r + e] = p;
+          sum += p;
+        }
+      }
+      l[r] += sum;
+      factor[r] = 1.f;
+    }
+    return false;
+  }
+
+  // Lazy rescale of row r to the block max mx (the row's running max already folded in):
+  // sets factor[r], m[r], `any`; returns the scaled max to subtract (0 for a row that has
+  // seen nothing, so exp2(-inf) = 0 stays NaN-free).
+  __device__ float move_max(int r, float mx, float scale_log2, float threshold, float (&factor)[2],
+                            bool& any) {
+    const float m_old = m[r];
+    // NaN-free: mx == m_old == -inf compares false, keeping -inf.
+    const bool move = threshold > 0.f ? (mx - m_old) * scale_log2 > threshold : mx > m_old;
+    const float m_new = move ? mx : m_old;
+    factor[r] = move ? ptx::exp2_approx((m_old - m_new) * scale_log2) : 1.f;
+    any |= move;
+    m[r] = m_new;
+    return m_new == -INFINITY ? 0.f : m_new * scale_log2;
   }
 
   // Reduces the row sums; returns 1/l per row (0 for rows with no visible key) and the
@@ -94,17 +175,44 @@ struct OnlineSoftmax {
   }
 };
 
-// Softcap (params.h): s <- tanh(s * in); the cap itself is folded into the softmax scale
-// (feat_scale_log2 = cap * log2 e). tanh.approx.f32 (max relative error 2^-11, as
-// FlashAttention-3): one MUFU op per element besides the exp2.
+// Split softcap mode (softcap_mode.h kCapSplit; params.h): s <- tanh(s * in) over the block,
+// before the mask; the cap itself is folded into the softmax scale (feat_scale_log2 = cap *
+// log2 e). tanh.approx.f32 (max relative error 2^-11, as FlashAttention-3).
 template <int NS>
 __device__ __forceinline__ void softcap(float (&s)[NS], float in) {
 #pragma unroll
-  for (int i = 0; i < NS; ++i) {
-    float t;
-    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(s[i] * in));
-    s[i] = t;
+  for (int i = 0; i < NS; ++i) s[i] = ptx::tanh_approx(s[i] * in);
+}
+
+// The fused softcap modes' update (softcap_mode.h) on a block without element mask.
+// kPolyOk: compile the FMA-pipe exp2 variants (head dim 128, not paged; elsewhere the poly
+// modes run as kCapFused). NOTES: with them the hdim-64 consumer (160 registers) spilled 16
+// bytes and the paged hdim-128 one (224) 8; at hdim 256 the MUFU is not the limit (twice the
+// GEMM work per logit).
+// kFixedOk: compile the fixed-max modes (bf16 kernels; the host sends them only when
+// softcap_fixed_ok).
+template <bool kPolyOk, bool kFixedOk, int NS>
+__device__ __forceinline__ bool update_softcapped(OnlineSoftmax& smx, float (&s)[NS], int mode, float in,
+                                                  float sl2, float thr, float (&factor)[2]) {
+  if constexpr (kFixedOk) {
+    if constexpr (kPolyOk) {
+      if (mode == kCapFixedPoly8) return smx.template update_fixed<8, true>(s, in, sl2, factor);
+      if (mode == kCapFixedPoly12) return smx.template update_fixed<12, true>(s, in, sl2, factor);
+    }
+    if (softcap_is_fixed(mode)) return smx.template update_fixed<0, true>(s, in, sl2, factor);
   }
+  if constexpr (kPolyOk) {
+    switch (mode) {
+      case kCapPoly4: return smx.template update_capped<4, false>(s, in, sl2, thr, factor);
+      case kCapPoly6: return smx.template update_capped<6, false>(s, in, sl2, thr, factor);
+      case kCapPoly8: return smx.template update_capped<8, false>(s, in, sl2, thr, factor);
+      case kCapPoly10: return smx.template update_capped<10, false>(s, in, sl2, thr, factor);
+      case kCapPoly12: return smx.template update_capped<12, false>(s, in, sl2, thr, factor);
+      default: break;
+    }
+  }
+  if (mode == kCapTanhF16) return smx.template update_capped<0, true>(s, in, sl2, thr, factor);
+  return smx.template update_capped<0, false>(s, in, sl2, thr, factor);
 }
 
 template <int NO>
