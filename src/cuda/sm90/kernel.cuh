@@ -58,7 +58,10 @@ struct KernelConfig {
   // NOTES: not the three-warpgroup hdim-64 tile (consumers at 160 registers spilled 4 bytes).
   // Nor the wide non-causal dense tiles (the 128 x 176 consumer spilled 28 bytes): uniform
   // tiles gain nothing from it.
-  static constexpr bool kDynamic = kTile.lpt_sections && kTile.consumer_wgs == 2 && (kCausalTile || kFeat_);
+  // Nor the hdim-64 paged kernel: with the page read-ahead and the softcap modes it spilled
+  // 8 bytes.
+  static constexpr bool kDynamic = kTile.lpt_sections && kTile.consumer_wgs == 2 && (kCausalTile || kFeat_) &&
+                                   !(kPaged && kHeadDim_ <= 64);
   static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
   static_assert(kBlockN % 16 == 0 && kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "wgmma k16 steps / 128B chunks");
   static_assert(kHeadDimV == kHeadDim || kRagged, "split head dims run the ragged kernels only");
