@@ -139,42 +139,53 @@ inline V softcap(V s2, V c2, V inv_c2) {
 // bf16 into `pbuf` for the AMX kernel, saving a conversion pass).
 LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float* l, float* o, int64_t dv_pad,
                           bool lazy, float scale, float* pbuf) {
-  // Two passes over the rows: all maxima (and rescales) first, then all exponentials, so
-  // one row's exp2 chain never waits on its own max reduction (no measurable change on
-  // the 2-core test VM; kept for wider out-of-order machines).
+  // Two passes over the rows: all maxima (and rescales) first, then all exponentials.
+  // Rows go in groups of kG with the group's rows innermost: kG independent max / sum
+  // chains instead of one (a single vmaxps chain per row was latency-bound: ~11% of the
+  // AMX kernel's time), and with the AMX tile layout of S the group's vectors are adjacent.
+  // Each row still sees its columns in the same order, so results do not change.
+  constexpr int kG = MR % 4 == 0 ? 4 : 2;
+  static_assert(MR % kG == 0, "row groups tile the strip");
   float msub[MR];
-  for (int r = 0; r < MR; ++r) {
-    const float* row = s + r * kBN;
-    V mx = Simd::set1(kNegInf);
-    for (int c = c0; c < c1; c += W) mx = Simd::max(mx, Simd::load(row + c));
-    const float mt = Simd::hmax(mx) * scale;
-    float mu = m[r];
-    // mu == -inf: mu + 8 == -inf, so any finite tile max triggers the first "rescale"
-    // (alpha = 2^-inf = 0 on an all-zero O). NaN compares false and flows through P.
-    const bool grow = lazy ? (mt > mu + kRescaleThreshold) : (mt > mu);
-    if (grow) {
-      const float alpha = __builtin_exp2f(mu - mt);
-      l[r] *= alpha;
-      const V va = Simd::set1(alpha);
-      float* orow = o + r * dv_pad;
-      for (int64_t c = 0; c < dv_pad; c += W) Simd::store(orow + c, Simd::mul(Simd::load(orow + c), va));
-      m[r] = mu = mt;
+  for (int r0 = 0; r0 < MR; r0 += kG) {
+    V mx[kG];
+    for (int g = 0; g < kG; ++g) mx[g] = Simd::set1(kNegInf);
+    for (int c = c0; c < c1; c += W)
+      for (int g = 0; g < kG; ++g) mx[g] = Simd::max(mx[g], Simd::load(Mma::s_at(s, r0 + g, c)));
+    for (int g = 0; g < kG; ++g) {
+      const int r = r0 + g;
+      const float mt = Simd::hmax(mx[g]) * scale;
+      float mu = m[r];
+      // mu == -inf: mu + 8 == -inf, so any finite tile max triggers the first "rescale"
+      // (alpha = 2^-inf = 0 on an all-zero O). NaN compares false and flows through P.
+      const bool grow = lazy ? (mt > mu + kRescaleThreshold) : (mt > mu);
+      if (grow) {
+        const float alpha = __builtin_exp2f(mu - mt);
+        l[r] *= alpha;
+        const V va = Simd::set1(alpha);
+        float* orow = o + r * dv_pad;
+        for (int64_t c = 0; c < dv_pad; c += W) Simd::store(orow + c, Simd::mul(Simd::load(orow + c), va));
+        m[r] = mu = mt;
+      }
+      // A row that has seen no visible key yet has mu = -inf: subtract 0 so that masked
+      // logits give 2^-inf = 0 rather than 2^(-inf - -inf) = NaN.
+      msub[r] = mu == kNegInf ? -0.0f : -mu;
     }
-    // A row that has seen no visible key yet has mu = -inf: subtract 0 so that masked
-    // logits give 2^-inf = 0 rather than 2^(-inf - -inf) = NaN.
-    msub[r] = mu == kNegInf ? -0.0f : -mu;
   }
   const V vs = Simd::set1(scale);
-  for (int r = 0; r < MR; ++r) {
-    const float* row = s + r * kBN;
-    const V vm = Simd::set1(msub[r]);
-    V sum = Simd::zero();
-    for (int c = c0; c < c1; c += W) {
-      const V pv = Simd::exp2(Simd::fma(Simd::load(row + c), vs, vm));
-      Mma::store_p(s, pbuf, r, c, pv);
-      sum = Simd::add(sum, pv);
+  for (int r0 = 0; r0 < MR; r0 += kG) {
+    V vm[kG], sum[kG];
+    for (int g = 0; g < kG; ++g) {
+      vm[g] = Simd::set1(msub[r0 + g]);
+      sum[g] = Simd::zero();
     }
-    l[r] += Simd::hsum(sum);
+    for (int c = c0; c < c1; c += W)
+      for (int g = 0; g < kG; ++g) {
+        const V pv = Simd::exp2(Simd::fma(Simd::load(Mma::s_at(s, r0 + g, c)), vs, vm[g]));
+        Mma::store_p(s, pbuf, r0 + g, c, pv);
+        sum[g] = Simd::add(sum[g], pv);
+      }
+    for (int g = 0; g < kG; ++g) l[r0 + g] += Simd::hsum(sum[g]);
   }
 }
 
@@ -288,14 +299,14 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
         sm_scale = 1.0f;
         for (int r = 0; r < MR; ++r)
           for (int c = c0; c < c1; c += W) {
-            float* p = S + r * kBN + c;
+            float* p = Mma::s_at(S, r, c);
             Simd::store(p, Simd::mul(Simd::load(p), sscale));
           }
       }
       if (kc.softcap2 > 0.0f) {
         for (int r = 0; r < MR; ++r)
           for (int c = c0; c < c1; c += W) {
-            float* p = S + r * kBN + c;
+            float* p = Mma::s_at(S, r, c);
             Simd::store(p, softcap(Simd::load(p), c2, inv_c2));
           }
       }
@@ -306,9 +317,8 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
             a = imin(imax(lo[r] - j0, c0), c1);
             b = imin(imax(hi[r] - j0, a), c1);
           }
-          float* row = S + r * kBN;
-          for (int64_t c = c0; c < a; ++c) row[c] = kNegInf;
-          for (int64_t c = b; c < c1; ++c) row[c] = kNegInf;
+          for (int64_t c = c0; c < a; ++c) *Mma::s_at(S, r, int(c)) = kNegInf;
+          for (int64_t c = b; c < c1; ++c) *Mma::s_at(S, r, int(c)) = kNegInf;
         }
       }
       softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, kc.lazy_rescale, sm_scale, P);
