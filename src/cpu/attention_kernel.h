@@ -59,7 +59,7 @@ using Mma = FmaMma;
 constexpr int MR = Mma::MR;
 constexpr int kPanel = Mma::kPanel;
 static_assert(kBN % kPanel == 0, "a tile is a whole number of panels");
-static_assert(kPanel % W == 0, "panels are whole vectors");
+static_assert(kPanel % (2 * W) == 0, "panels are whole vector pairs (the softmax steps 2W columns)");
 
 constexpr float kNegInf = -__builtin_inff();
 constexpr float kLn2 = 0.69314718055994531f;
@@ -131,11 +131,11 @@ inline V softcap(V s2, V c2, V inv_c2) {
   return Simd::mul(c2, Simd::copysign(th, y));
 }
 
-// Online softmax of one strip over columns [c0, c1) (multiples of W), in place: S becomes
+// Online softmax of one strip over columns [c0, c1) (whole panels), in place: S becomes
 // P = 2^(S - m_used). m/l/o are the strip's running max, denominator and output rows.
 // `scale` (> 0) multiplies S on the fly (the AMX kernel's unscaled Q.K): max commutes with
 // it, and 2^(s*scale - m) is one FMA, so no separate pass over S is needed.
-// P goes where the policy wants it (Mma::store_p: in place as f32 for the FMA kernels,
+// P goes where the policy wants it (Mma::store_p2: in place as f32 for the FMA kernels,
 // bf16 into `pbuf` for the AMX kernel, saving a conversion pass).
 LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float* l, float* o, int64_t dv_pad,
                           bool lazy, float scale, float* pbuf) {
@@ -179,11 +179,14 @@ LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float*
       vm[g] = Simd::set1(msub[r0 + g]);
       sum[g] = Simd::zero();
     }
-    for (int c = c0; c < c1; c += W)
+    // Two vectors per row and step: the AMX policy converts them to bf16 with one
+    // two-source instruction (c0, c1 are whole panels, and a panel is 2W columns).
+    for (int c = c0; c < c1; c += 2 * W)
       for (int g = 0; g < kG; ++g) {
-        const V pv = Simd::exp2(Simd::fma(Simd::load(Mma::s_at(s, r0 + g, c)), vs, vm[g]));
-        Mma::store_p(s, pbuf, r0 + g, c, pv);
-        sum[g] = Simd::add(sum[g], pv);
+        const V p0 = Mma::exp2_p(Simd::fma(Simd::load(Mma::s_at(s, r0 + g, c)), vs, vm[g]));
+        const V p1 = Mma::exp2_p(Simd::fma(Simd::load(Mma::s_at(s, r0 + g, c + W)), vs, vm[g]));
+        Mma::store_p2(s, pbuf, r0 + g, c, p0, p1);
+        sum[g] = Simd::add(Simd::add(sum[g], p0), p1);
       }
     for (int g = 0; g < kG; ++g) l[r0 + g] += Simd::hsum(sum[g]);
   }
