@@ -50,7 +50,12 @@ constexpr int kBN = LONGATTN_CPU_BN;
 // masks, online softmax, epilogue) is shared by every kernel.
 #ifdef LONGATTN_CPU_AMX
 #include "cpu/amx_mma.h"
+#ifdef LONGATTN_CPU_AMX_SPLIT
+#include "cpu/amx_split_mma.h"
+using Mma = AmxSplitMma;
+#else
 using Mma = AmxMma;
+#endif
 #else
 #include "cpu/fma_mma.h"
 using Mma = FmaMma;
