@@ -18,6 +18,12 @@
 
 struct AmxSplitMma : AmxMma {
   static constexpr int kPlanes = 3;
+  // Inf/NaN cannot go through the planes (an Inf high plane times a zero low plane of the
+  // other operand is NaN where the exact product is +-Inf): packing notes any, and the
+  // kernel then hands the item to the FMA kernel (kernel_amx_split.cpp). Per thread: each
+  // item is packed by the thread that computes it.
+  static constexpr bool kFiniteOnly = true;
+  static inline thread_local bool saw_nonfinite = false;
   static constexpr PlanePair kSixPairs[6] = {{0, 2}, {1, 1}, {2, 0}, {0, 1}, {1, 0}, {0, 0}};
 
   static int64_t q_floats(int64_t rows_pad, int64_t dq) { return kPlanes * AmxMma::q_floats(rows_pad, dq); }
@@ -31,7 +37,9 @@ struct AmxSplitMma : AmxMma {
 
   static V bf16_to_f32(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
   // 16 floats -> three bf16 planes.
-  static void split3(V x, __m256i h[3]) {
+  // Returns the lanes that are not finite (as bf16: Inf, NaN, or above bf16's range); their
+  // low planes are zero.
+  static __mmask16 split3(V x, __m256i h[3]) {
     const __m256bh b0 = _mm512_cvtneps_pbh(x);
     h[0] = reinterpret_cast<const __m256i&>(b0);
     const __m256i expo = _mm256_set1_epi16(0x7f80);
@@ -42,6 +50,7 @@ struct AmxSplitMma : AmxMma {
     const V r2 = _mm512_sub_ps(r1, bf16_to_f32(h[1]));
     const __m256bh b2 = _mm512_cvtneps_pbh(r2);
     h[2] = reinterpret_cast<const __m256i&>(b2);
+    return __mmask16(~fin);
   }
   // An f32 row of n values -> planes at dst + p * plane (bf16 units), zero-padded to `pad`.
   static void split_row(const float* src, int64_t n, int64_t pad, uint16_t* dst, int64_t plane) {
@@ -49,7 +58,7 @@ struct AmxSplitMma : AmxMma {
       const int64_t left = n - i;
       const __mmask16 m = left >= 16 ? __mmask16(0xffff) : left > 0 ? __mmask16((1u << left) - 1) : __mmask16(0);
       __m256i h[3];
-      split3(_mm512_maskz_loadu_ps(m, src + i), h);
+      if (split3(_mm512_maskz_loadu_ps(m, src + i), h)) saw_nonfinite = true;
       for (int p = 0; p < kPlanes; ++p) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + p * plane + i), h[p]);
     }
   }

@@ -206,9 +206,29 @@ int64_t scratch_floats(const KernelConst& kc, int64_t rows_max) {
   return make_layout(kc, rows_max).total;
 }
 
-void process(const KernelConst& kc, const ItemView& it, float* scratch) {
+// Policies that cannot take Inf/NaN operands (Mma::kFiniteOnly) report them while packing;
+// process_item then stops before writing anything and returns false.
+template <class M>
+constexpr bool finite_only() {
+  if constexpr (requires { M::kFiniteOnly; }) return M::kFiniteOnly;
+  return false;
+}
+template <class M>
+void reset_finite() {
+  if constexpr (finite_only<M>()) M::saw_nonfinite = false;
+}
+template <class M>
+bool check_finite() {
+  if constexpr (finite_only<M>()) {
+    if (M::saw_nonfinite) return false;
+  }
+  return true;
+}
+
+bool process_item(const KernelConst& kc, const ItemView& it, float* scratch) {
   const int64_t rows = it.rows;
-  if (rows <= 0) return;
+  if (rows <= 0) return true;
+  reset_finite<Mma>();
   const Layout L = make_layout(kc, rows);
   const int64_t rp = L.rows_pad, dq = L.dq, dv = kc.dv, dvp = L.dv_pad;
   float* Q = scratch + L.q;
@@ -231,6 +251,10 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
   const float o_scale = Mma::kScalesKV ? 1.0f : it.v_descale;
   for (int64_t r = 0; r < rows; ++r) Mma::pack_q(Q, r, it.row[r].q, kc.in, dq, Mma::kPrescaledQ ? qs : 1.0f);
   Mma::zero_q(Q, rows, rp, dq);
+  if (!check_finite<Mma>()) {
+    Mma::end();
+    return false;
+  }
   for (int64_t i = 0; i < rp * dvp; ++i) O[i] = 0.0f;
   for (int64_t r = 0; r < rp; ++r) {
     // A sink joins max and denominator: it seeds m = sink, l = 2^(sink - m) = 1.
@@ -265,6 +289,10 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
       Mma::pack_k(KT, k, it.krow[j0 + k - it.key_lo], kc.in, dq, it.k_descale, tmp);
       v_nonfinite |= Mma::pack_v(Vt, k, it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale, tmp);
       ++k;
+    }
+    if (finite_only<Mma>() && (v_nonfinite || !check_finite<Mma>())) {
+      Mma::end();
+      return false;
     }
 
     // Rows of the next tile are prefetched into L2 a slice per strip: packing reads K/V
@@ -353,7 +381,10 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
     if (it.row[r].lse)
       *it.row[r].lse = lr == 0.0f ? kNegInf : (M[r] + __builtin_log2f(lr)) * kLn2;
   }
+  return true;
 }
+
+void process(const KernelConst& kc, const ItemView& it, float* scratch) { (void)process_item(kc, it, scratch); }
 
 }  // namespace
 
