@@ -328,8 +328,8 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // LONGATTN_SECTIONS=0 puts all pairs in one section (causal: one LPT snake; non-causal:
   // heads fastest), =N forces N pairs per section; LONGATTN_TILE_LIST=0 runs ragged batches
   // on the padded (batch x q-blocks of the longest sequence) grid instead of the cost-sorted
-  // tile list; LONGATTN_DYNAMIC=0 deals LPT tiles by the static snake instead of the atomic
-  // counter (scheduler.cuh).
+  // tile list; LONGATTN_DYNAMIC=0 / 1 forces the static snake / the atomic counter
+  // (scheduler.cuh; default: schedule_rule.h dynamic_worth).
   {
     int l2 = 0;
     if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, p.device.ordinal) != cudaSuccess || l2 <= 0)
@@ -349,7 +349,10 @@ Status cuda_forward(const Args& a, const Problem& p) {
     // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
     la.list_items = fp.batch * fp.num_m_blocks;
     if (p.q_ragged) la.list_items = std::min(la.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);
-    la.dynamic = !env_is("LONGATTN_DYNAMIC", "0");
+    // LONGATTN_DYNAMIC=0 / 1 forces the static snake / the counter (A/B); else the rule.
+    la.dynamic = env_is("LONGATTN_DYNAMIC", "1") ||
+                 (!env_is("LONGATTN_DYNAMIC", "0") &&
+                  cuda::sm90::dynamic_worth((p.max_seq_k + tc.block_n - 1) / tc.block_n));
   }
 
   cudaError_t e = split ? (p.in_dtype == DType::bf16 ? cuda::sm90::launch_fwd_split<InType::bf16, 192, 128>(la)
