@@ -368,6 +368,21 @@ def splitkv_rows(la):
     return out
 
 
+def with_env(env, f):
+    """Runs f() with the environment switches `env` set, then restores them (the library
+    reads its switches at each call, on the host)."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return f()
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48, 100, 3)):
     """Paged K/V (shuffled page table over a pool with spare pages) against the same shape
     dense, interleaved on the same values (the pages hold the dense K/V rows permuted), plus
@@ -400,6 +415,10 @@ def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48,
         outs[ps] = op
         fns[f"paged {ps}"] = (lambda i, kp=kp, vp=vp, op=op, pt=pt, used=used:
                               la.paged(q, kp, vp, op, pt, causal, used))
+        if ps in (16, 128):  # the paged kernel on the padded grid instead of the tile list
+            fns[f"paged {ps} tilelist0"] = (lambda i, kp=kp, vp=vp, op=op, pt=pt, used=used:
+                                            with_env({"LONGATTN_TILE_LIST": "0"},
+                                                     lambda: la.paged(q, kp, vp, op, pt, causal, used)))
     for f in fns.values():
         f(0)
     torch.cuda.synchronize()
@@ -409,8 +428,9 @@ def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48,
     rows = []
     for name, t in ms.items():
         ps = int(name.split()[1]) if name != "dense" else 0
+        extra = ", LONGATTN_TILE_LIST=0" if name.endswith("tilelist0") else ""
         rows.append({"b": b, "seq": s, "h": h, "d": d, "causal": causal,
-                     "variant": name if ps == 0 else f"paged, page {ps} (max |diff| vs dense {diffs[ps]:.1e})",
+                     "variant": name if ps == 0 else f"paged, page {ps}{extra} (max |diff| vs dense {diffs[ps]:.1e})",
                      "ms": t, "tflops": fl / t / 1e9, "vs_plain": ms["dense"] / t})
     del fns, outs
     torch.cuda.empty_cache()
