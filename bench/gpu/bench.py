@@ -63,7 +63,7 @@ SCHED_BASE = {"LONGATTN_SECTIONS": "", "LONGATTN_L2_BYTES": "", "LONGATTN_TILE_L
 SCHED_VARIANTS = [
     ("default", SCHED_BASE),
     ("nosections", {**SCHED_BASE, "LONGATTN_SECTIONS": "0"}),  # causal: one LPT snake; full: heads fastest
-    ("static", {**SCHED_BASE, "LONGATTN_DYNAMIC": "0"}),  # static snake instead of the atomic counter
+    ("dynamic", {**SCHED_BASE, "LONGATTN_DYNAMIC": "1"}),  # the atomic counter (default only >= 192k keys)
 ]
 
 
@@ -337,7 +337,7 @@ def ragged_rows(la, causal, l2_bytes):
     return out
 
 
-def split_rows(la):
+def splitkv_rows(la):
     """Split-KV (schedule_rule.h kv_splits) on batch-1 calls with fewer tiles than half the SMs,
     interleaved with the same call unsplit (LONGATTN_SPLITS=0): a 512-query chunk against a
     64k-key prefix (8 / 1 heads, causal bottom-right: 32 tiles) and 2 / 1 heads at 4k queries x
@@ -546,7 +546,7 @@ def features_main(args, la, props, l2):
         except Exception as ex:
             print(f"  ragged rows failed: {ex}", file=sys.stderr)
     try:
-        for r in split_rows(la):
+        for r in splitkv_rows(la):
             print(f"  d128 {'causal' if r['causal'] else 'full  '} {r['seq']} {r['variant']:28s} {r['ms']:8.3f} ms "
                   f"{r['tflops']:6.1f} TFLOP/s  x{r['vs_plain']:.3f}", flush=True)
             rows.append(r)
@@ -648,7 +648,7 @@ def long_main(args, la, props, l2):
     # variant's setting once that variant has run).
     base = {**SCHED_BASE, "LONGATTN_TILE": ""}
     variants = [("longattn", base), ("nosections", {**base, "LONGATTN_SECTIONS": "0"}),
-                ("static", {**base, "LONGATTN_DYNAMIC": "0"})]  # static snake vs the atomic counter
+                ("dynamic", {**base, "LONGATTN_DYNAMIC": "1"})]  # the atomic counter (default: >= 192k keys)
     extra = os.environ.get("LONG_VARIANTS", "")  # "name:ENV=V,ENV2=V;name2:..."
     for item in filter(None, extra.split(";")):
         name, _, kv = item.partition(":")

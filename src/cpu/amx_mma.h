@@ -134,11 +134,22 @@ struct AmxMma {
     return cpu::cvt_bf16(reinterpret_cast<const uint16_t*>(vf)[v_index(k, c, dv)]);
   }
 
+  // S is kept as its 16x16 fp32 tiles, each stored contiguously: column block c / 16 holds
+  // rows 0..31 (two tiles) back to back. Measured: a tile store at the row stride of a
+  // row-major 32 x 256 strip (1 KB) took ~3x as long as a contiguous one (qk 18 -> 10 ns
+  // per TDPBF16PS at head dim 64, 12 -> 9.5 at 128, microbenchmark on this VM).
+  static float* s_at(float* s, int r, int c) {
+    const unsigned u = unsigned(c);  // c >= 0: shifts, not signed division
+    return s + (u / 16) * (MR * 16) + r * 16 + (u % 16);
+  }
+  // P's exponential: P is rounded to bf16 right after, so a shorter polynomial suffices.
+  static V exp2_p(V x) { return Simd::exp2_bf16(x); }
   // P is rounded to bf16 by the softmax itself (the A operand of P.V).
-  static void store_p(float*, float* pf, int r, int c, V p) {
-    const __m256bh h = _mm512_cvtneps_pbh(p);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(reinterpret_cast<uint16_t*>(pf) + r * kBN + c),
-                       reinterpret_cast<const __m256i&>(h));
+  // Columns c..c+31 of row r: one VCVTNE2PS2BF16 for both vectors (half the conversion
+  // uops of two single-source conversions).
+  static void store_p2(float*, float* pf, int r, int c, V p0, V p1) {
+    const __m512bh h = _mm512_cvtne2ps_pbh(p1, p0);  // p0 -> low half
+    _mm512_store_si512(reinterpret_cast<uint16_t*>(pf) + r * kBN + c, reinterpret_cast<const __m512i&>(h));
   }
   static float p_at(const float*, const float* pf, int r, int k) {
     return cpu::cvt_bf16(reinterpret_cast<const uint16_t*>(pf)[r * kBN + k]);
@@ -154,43 +165,72 @@ struct AmxMma {
   }
   static void end() { _tile_release(); }
 
-  // S[0..32)[c0..c1) = Q[s0 ..] . K[c0..c1) in fp32 (c0, c1 multiples of 32).
-  LONGATTN_CPU_STAGE static void qk(const float* qf, int64_t s0, int64_t dq, const float* kf, int c0, int c1,
-                                    float* s) {
-    const int64_t dp = dq_pad(dq), nch = dp / 32, qstride = dp * 2;
-    const uint16_t* q0 = reinterpret_cast<const uint16_t*>(qf) + s0 * dp;
-    const uint16_t* q1 = q0 + 16 * dp;
-    const uint32_t* kb = reinterpret_cast<const uint32_t*>(kf);
+  // Operands split into bf16 planes (amx_split_mma.h) multiply plane pairs into the same
+  // accumulators: `pairs` lists (A plane, B plane), smallest products first. The bf16
+  // kernel has one plane and one pair.
+  struct PlanePair {
+    int a, b;
+  };
+  static constexpr PlanePair kOnePlane[1] = {{0, 0}};
+
+  // S[0..32)[c0..c1) = sum over pairs of Q_a[s0 ..] . K_b[c0..c1) in fp32 (c0, c1 multiples
+  // of 32). Q rows are `qrow` bf16 apart (plane a at + a * qplane), K plane b at + b * kplane.
+  // 16-key blocks alternate between accumulator pairs (0,1) and (2,3), and a block's S
+  // tiles are stored only after the next block's first step is issued: the store waits
+  // for the block's last TDPBF16PS, and the next block keeps the tile unit busy meanwhile
+  // (2x2 blocking with the stores at the end of each block measured ~20% slower per
+  // TDPBF16PS at head dim 64, where a store follows every two).
+  template <int kPairs>
+  static void qk_planes(const uint16_t* q0, int64_t qrow, int64_t qplane, const uint32_t* kb, int64_t kplane,
+                        const PlanePair (&pairs)[kPairs], int64_t nch, int c0, int c1, float* s) {
+    const uint16_t* q1 = q0 + 16 * qrow;
+    const int64_t qstride = qrow * 2;
     for (int k0 = c0; k0 < c1; k0 += 32) {
       const uint32_t* b0 = kb + (k0 / 16) * nch * 256;
       const uint32_t* b1 = b0 + nch * 256;
       _tile_zero(0);
       _tile_zero(1);
+      bool first = true;
+      for (const PlanePair& pp : pairs)
+        for (int64_t ch = 0; ch < nch; ++ch) {
+          _tile_loadd(4, q0 + pp.a * qplane + ch * 32, qstride);
+          _tile_loadd(5, q1 + pp.a * qplane + ch * 32, qstride);
+          _tile_loadd(6, b0 + pp.b * kplane + ch * 256, 64);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(1, 5, 6);
+          if (first && k0 > c0) {  // the previous block (keys k0-16..k0) is done by now
+            _tile_stored(2, s_at(s, 0, k0 - 16), 64);
+            _tile_stored(3, s_at(s, 16, k0 - 16), 64);
+          }
+          first = false;
+        }
       _tile_zero(2);
       _tile_zero(3);
-      for (int64_t ch = 0; ch < nch; ++ch) {
-        _tile_loadd(4, q0 + ch * 32, qstride);
-        _tile_loadd(5, q1 + ch * 32, qstride);
-        _tile_loadd(6, b0 + ch * 256, 64);
-        _tile_loadd(7, b1 + ch * 256, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-      _tile_stored(0, s + k0, kBN * 4);
-      _tile_stored(1, s + k0 + 16, kBN * 4);
-      _tile_stored(2, s + 16 * kBN + k0, kBN * 4);
-      _tile_stored(3, s + 16 * kBN + k0 + 16, kBN * 4);
+      first = true;
+      for (const PlanePair& pp : pairs)
+        for (int64_t ch = 0; ch < nch; ++ch) {
+          _tile_loadd(4, q0 + pp.a * qplane + ch * 32, qstride);
+          _tile_loadd(5, q1 + pp.a * qplane + ch * 32, qstride);
+          _tile_loadd(7, b1 + pp.b * kplane + ch * 256, 64);
+          _tile_dpbf16ps(2, 4, 7);
+          _tile_dpbf16ps(3, 5, 7);
+          if (first) {
+            _tile_stored(0, s_at(s, 0, k0), 64);
+            _tile_stored(1, s_at(s, 16, k0), 64);
+          }
+          first = false;
+        }
     }
+    _tile_stored(2, s_at(s, 0, c1 - 16), 64);
+    _tile_stored(3, s_at(s, 16, c1 - 16), 64);
   }
 
-  // O[0..32) += P[.., k0..k1) V[k0..k1), P already bf16 in `pf` (see store_p).
-  LONGATTN_CPU_STAGE static void pv(const float*, int k0, int k1, const float* vf, int64_t dv, float* o,
-                                    float* pf) {
-    const uint16_t* pb = reinterpret_cast<const uint16_t*>(pf);
+  // O[0..32) += sum over pairs of P_a[.., k0..k1) V_b[k0..k1) (P plane a at + a * pplane,
+  // V plane b at + b * vplane, bf16 units).
+  template <int kPairs>
+  static void pv_planes(const uint16_t* pb, int64_t pplane, const uint16_t* vb, int64_t vplane,
+                        const PlanePair (&pairs)[kPairs], int k0, int k1, int64_t dv, float* o) {
     const int64_t dp = dv_pad(dv), ncb = dp / 16, ostride = dp * 4;
-    const uint16_t* vb = reinterpret_cast<const uint16_t*>(vf);
     // Two column blocks at a time: four independent accumulators (rows 0-15 / 16-31 x two
     // blocks) keep the tile unit busy; with one block, each C tile's load -> 2 tdp -> store
     // chain ran serially.
@@ -204,19 +244,21 @@ struct AmxMma {
         _tile_loadd(2, o0 + 16, ostride);
         _tile_loadd(3, o1 + 16, ostride);
       }
-      for (int kk = k0; kk < k1; kk += 32) {
-        _tile_loadd(4, pb + kk, kBN * 2);
-        _tile_loadd(5, pb + 16 * kBN + kk, kBN * 2);
-        const uint16_t* v0 = vb + ((kk / 32) * ncb + cb) * 512;
-        _tile_loadd(6, v0, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 5, 6);
-        if (pair) {
-          _tile_loadd(7, v0 + 512, 64);
-          _tile_dpbf16ps(2, 4, 7);
-          _tile_dpbf16ps(3, 5, 7);
+      for (const PlanePair& pp : pairs)
+        for (int kk = k0; kk < k1; kk += 32) {
+          const uint16_t* pa = pb + pp.a * pplane;
+          _tile_loadd(4, pa + kk, kBN * 2);
+          _tile_loadd(5, pa + 16 * kBN + kk, kBN * 2);
+          const uint16_t* v0 = vb + pp.b * vplane + ((kk / 32) * ncb + cb) * 512;
+          _tile_loadd(6, v0, 64);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(1, 5, 6);
+          if (pair) {
+            _tile_loadd(7, v0 + 512, 64);
+            _tile_dpbf16ps(2, 4, 7);
+            _tile_dpbf16ps(3, 5, 7);
+          }
         }
-      }
       _tile_stored(0, o0, ostride);
       _tile_stored(1, o1, ostride);
       if (pair) {
@@ -224,5 +266,19 @@ struct AmxMma {
         _tile_stored(3, o1 + 16, ostride);
       }
     }
+  }
+
+  // S[0..32)[c0..c1) = Q[s0 ..] . K[c0..c1) in fp32 (c0, c1 multiples of 32).
+  LONGATTN_CPU_STAGE static void qk(const float* qf, int64_t s0, int64_t dq, const float* kf, int c0, int c1,
+                                    float* s) {
+    const int64_t dp = dq_pad(dq);
+    qk_planes(reinterpret_cast<const uint16_t*>(qf) + s0 * dp, dp, 0, reinterpret_cast<const uint32_t*>(kf), 0,
+              kOnePlane, dp / 32, c0, c1, s);
+  }
+  // O[0..32) += P[.., k0..k1) V[k0..k1), P already bf16 in `pf` (see store_p2).
+  LONGATTN_CPU_STAGE static void pv(const float*, int k0, int k1, const float* vf, int64_t dv, float* o,
+                                    float* pf) {
+    pv_planes(reinterpret_cast<const uint16_t*>(pf), 0, reinterpret_cast<const uint16_t*>(vf), 0, kOnePlane, k0,
+              k1, dv, o);
   }
 };

@@ -50,7 +50,12 @@ constexpr int kBN = LONGATTN_CPU_BN;
 // masks, online softmax, epilogue) is shared by every kernel.
 #ifdef LONGATTN_CPU_AMX
 #include "cpu/amx_mma.h"
+#ifdef LONGATTN_CPU_AMX_SPLIT
+#include "cpu/amx_split_mma.h"
+using Mma = AmxSplitMma;
+#else
 using Mma = AmxMma;
+#endif
 #else
 #include "cpu/fma_mma.h"
 using Mma = FmaMma;
@@ -59,7 +64,7 @@ using Mma = FmaMma;
 constexpr int MR = Mma::MR;
 constexpr int kPanel = Mma::kPanel;
 static_assert(kBN % kPanel == 0, "a tile is a whole number of panels");
-static_assert(kPanel % W == 0, "panels are whole vectors");
+static_assert(kPanel % (2 * W) == 0, "panels are whole vector pairs (the softmax steps 2W columns)");
 
 constexpr float kNegInf = -__builtin_inff();
 constexpr float kLn2 = 0.69314718055994531f;
@@ -131,50 +136,64 @@ inline V softcap(V s2, V c2, V inv_c2) {
   return Simd::mul(c2, Simd::copysign(th, y));
 }
 
-// Online softmax of one strip over columns [c0, c1) (multiples of W), in place: S becomes
+// Online softmax of one strip over columns [c0, c1) (whole panels), in place: S becomes
 // P = 2^(S - m_used). m/l/o are the strip's running max, denominator and output rows.
 // `scale` (> 0) multiplies S on the fly (the AMX kernel's unscaled Q.K): max commutes with
 // it, and 2^(s*scale - m) is one FMA, so no separate pass over S is needed.
-// P goes where the policy wants it (Mma::store_p: in place as f32 for the FMA kernels,
+// P goes where the policy wants it (Mma::store_p2: in place as f32 for the FMA kernels,
 // bf16 into `pbuf` for the AMX kernel, saving a conversion pass).
 LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float* l, float* o, int64_t dv_pad,
                           bool lazy, float scale, float* pbuf) {
-  // Two passes over the rows: all maxima (and rescales) first, then all exponentials, so
-  // one row's exp2 chain never waits on its own max reduction (no measurable change on
-  // the 2-core test VM; kept for wider out-of-order machines).
+  // Two passes over the rows: all maxima (and rescales) first, then all exponentials.
+  // Rows go in groups of kG with the group's rows innermost: kG independent max / sum
+  // chains instead of one (a single vmaxps chain per row was latency-bound: ~11% of the
+  // AMX kernel's time), and with the AMX tile layout of S the group's vectors are adjacent.
+  // Each row still sees its columns in the same order, so results do not change.
+  constexpr int kG = MR % 4 == 0 ? 4 : 2;
+  static_assert(MR % kG == 0, "row groups tile the strip");
   float msub[MR];
-  for (int r = 0; r < MR; ++r) {
-    const float* row = s + r * kBN;
-    V mx = Simd::set1(kNegInf);
-    for (int c = c0; c < c1; c += W) mx = Simd::max(mx, Simd::load(row + c));
-    const float mt = Simd::hmax(mx) * scale;
-    float mu = m[r];
-    // mu == -inf: mu + 8 == -inf, so any finite tile max triggers the first "rescale"
-    // (alpha = 2^-inf = 0 on an all-zero O). NaN compares false and flows through P.
-    const bool grow = lazy ? (mt > mu + kRescaleThreshold) : (mt > mu);
-    if (grow) {
-      const float alpha = __builtin_exp2f(mu - mt);
-      l[r] *= alpha;
-      const V va = Simd::set1(alpha);
-      float* orow = o + r * dv_pad;
-      for (int64_t c = 0; c < dv_pad; c += W) Simd::store(orow + c, Simd::mul(Simd::load(orow + c), va));
-      m[r] = mu = mt;
+  for (int r0 = 0; r0 < MR; r0 += kG) {
+    V mx[kG];
+    for (int g = 0; g < kG; ++g) mx[g] = Simd::set1(kNegInf);
+    for (int c = c0; c < c1; c += W)
+      for (int g = 0; g < kG; ++g) mx[g] = Simd::max(mx[g], Simd::load(Mma::s_at(s, r0 + g, c)));
+    for (int g = 0; g < kG; ++g) {
+      const int r = r0 + g;
+      const float mt = Simd::hmax(mx[g]) * scale;
+      float mu = m[r];
+      // mu == -inf: mu + 8 == -inf, so any finite tile max triggers the first "rescale"
+      // (alpha = 2^-inf = 0 on an all-zero O). NaN compares false and flows through P.
+      const bool grow = lazy ? (mt > mu + kRescaleThreshold) : (mt > mu);
+      if (grow) {
+        const float alpha = __builtin_exp2f(mu - mt);
+        l[r] *= alpha;
+        const V va = Simd::set1(alpha);
+        float* orow = o + r * dv_pad;
+        for (int64_t c = 0; c < dv_pad; c += W) Simd::store(orow + c, Simd::mul(Simd::load(orow + c), va));
+        m[r] = mu = mt;
+      }
+      // A row that has seen no visible key yet has mu = -inf: subtract 0 so that masked
+      // logits give 2^-inf = 0 rather than 2^(-inf - -inf) = NaN.
+      msub[r] = mu == kNegInf ? -0.0f : -mu;
     }
-    // A row that has seen no visible key yet has mu = -inf: subtract 0 so that masked
-    // logits give 2^-inf = 0 rather than 2^(-inf - -inf) = NaN.
-    msub[r] = mu == kNegInf ? -0.0f : -mu;
   }
   const V vs = Simd::set1(scale);
-  for (int r = 0; r < MR; ++r) {
-    const float* row = s + r * kBN;
-    const V vm = Simd::set1(msub[r]);
-    V sum = Simd::zero();
-    for (int c = c0; c < c1; c += W) {
-      const V pv = Simd::exp2(Simd::fma(Simd::load(row + c), vs, vm));
-      Mma::store_p(s, pbuf, r, c, pv);
-      sum = Simd::add(sum, pv);
+  for (int r0 = 0; r0 < MR; r0 += kG) {
+    V vm[kG], sum[kG];
+    for (int g = 0; g < kG; ++g) {
+      vm[g] = Simd::set1(msub[r0 + g]);
+      sum[g] = Simd::zero();
     }
-    l[r] += Simd::hsum(sum);
+    // Two vectors per row and step: the AMX policy converts them to bf16 with one
+    // two-source instruction (c0, c1 are whole panels, and a panel is 2W columns).
+    for (int c = c0; c < c1; c += 2 * W)
+      for (int g = 0; g < kG; ++g) {
+        const V p0 = Mma::exp2_p(Simd::fma(Simd::load(Mma::s_at(s, r0 + g, c)), vs, vm[g]));
+        const V p1 = Mma::exp2_p(Simd::fma(Simd::load(Mma::s_at(s, r0 + g, c + W)), vs, vm[g]));
+        Mma::store_p2(s, pbuf, r0 + g, c, p0, p1);
+        sum[g] = Simd::add(Simd::add(sum[g], p0), p1);
+      }
+    for (int g = 0; g < kG; ++g) l[r0 + g] += Simd::hsum(sum[g]);
   }
 }
 
@@ -187,9 +206,29 @@ int64_t scratch_floats(const KernelConst& kc, int64_t rows_max) {
   return make_layout(kc, rows_max).total;
 }
 
-void process(const KernelConst& kc, const ItemView& it, float* scratch) {
+// Policies that cannot take Inf/NaN operands (Mma::kFiniteOnly) report them while packing;
+// process_item then stops before writing anything and returns false.
+template <class M>
+constexpr bool finite_only() {
+  if constexpr (requires { M::kFiniteOnly; }) return M::kFiniteOnly;
+  return false;
+}
+template <class M>
+void reset_finite() {
+  if constexpr (finite_only<M>()) M::saw_nonfinite = false;
+}
+template <class M>
+bool check_finite() {
+  if constexpr (finite_only<M>()) {
+    if (M::saw_nonfinite) return false;
+  }
+  return true;
+}
+
+bool process_item(const KernelConst& kc, const ItemView& it, float* scratch) {
   const int64_t rows = it.rows;
-  if (rows <= 0) return;
+  if (rows <= 0) return true;
+  reset_finite<Mma>();
   const Layout L = make_layout(kc, rows);
   const int64_t rp = L.rows_pad, dq = L.dq, dv = kc.dv, dvp = L.dv_pad;
   float* Q = scratch + L.q;
@@ -212,6 +251,10 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
   const float o_scale = Mma::kScalesKV ? 1.0f : it.v_descale;
   for (int64_t r = 0; r < rows; ++r) Mma::pack_q(Q, r, it.row[r].q, kc.in, dq, Mma::kPrescaledQ ? qs : 1.0f);
   Mma::zero_q(Q, rows, rp, dq);
+  if (!check_finite<Mma>()) {
+    Mma::end();
+    return false;
+  }
   for (int64_t i = 0; i < rp * dvp; ++i) O[i] = 0.0f;
   for (int64_t r = 0; r < rp; ++r) {
     // A sink joins max and denominator: it seeds m = sink, l = 2^(sink - m) = 1.
@@ -246,6 +289,10 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
       Mma::pack_k(KT, k, it.krow[j0 + k - it.key_lo], kc.in, dq, it.k_descale, tmp);
       v_nonfinite |= Mma::pack_v(Vt, k, it.vrow[j0 + k - it.key_lo], kc.in, dv, it.v_descale, tmp);
       ++k;
+    }
+    if (finite_only<Mma>() && (v_nonfinite || !check_finite<Mma>())) {
+      Mma::end();
+      return false;
     }
 
     // Rows of the next tile are prefetched into L2 a slice per strip: packing reads K/V
@@ -288,14 +335,14 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
         sm_scale = 1.0f;
         for (int r = 0; r < MR; ++r)
           for (int c = c0; c < c1; c += W) {
-            float* p = S + r * kBN + c;
+            float* p = Mma::s_at(S, r, c);
             Simd::store(p, Simd::mul(Simd::load(p), sscale));
           }
       }
       if (kc.softcap2 > 0.0f) {
         for (int r = 0; r < MR; ++r)
           for (int c = c0; c < c1; c += W) {
-            float* p = S + r * kBN + c;
+            float* p = Mma::s_at(S, r, c);
             Simd::store(p, softcap(Simd::load(p), c2, inv_c2));
           }
       }
@@ -306,9 +353,8 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
             a = imin(imax(lo[r] - j0, c0), c1);
             b = imin(imax(hi[r] - j0, a), c1);
           }
-          float* row = S + r * kBN;
-          for (int64_t c = c0; c < a; ++c) row[c] = kNegInf;
-          for (int64_t c = b; c < c1; ++c) row[c] = kNegInf;
+          for (int64_t c = c0; c < a; ++c) *Mma::s_at(S, r, int(c)) = kNegInf;
+          for (int64_t c = b; c < c1; ++c) *Mma::s_at(S, r, int(c)) = kNegInf;
         }
       }
       softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, kc.lazy_rescale, sm_scale, P);
@@ -335,7 +381,10 @@ void process(const KernelConst& kc, const ItemView& it, float* scratch) {
     if (it.row[r].lse)
       *it.row[r].lse = lr == 0.0f ? kNegInf : (M[r] + __builtin_log2f(lr)) * kLn2;
   }
+  return true;
 }
+
+void process(const KernelConst& kc, const ItemView& it, float* scratch) { (void)process_item(kc, it, scratch); }
 
 }  // namespace
 

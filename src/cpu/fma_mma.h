@@ -75,8 +75,15 @@ struct FmaMma {
     return s != s;
   }
   static float v_at(const float* vt, int64_t k, int64_t c, int64_t dv) { return vt[k * dv_pad(dv) + c]; }
+  // S element (r, c) of the MR x kBN strip: row-major.
+  static float* s_at(float* s, int r, int c) { return s + r * kBN + c; }
+  // P stays f32: the full-precision exp2.
+  static V exp2_p(V x) { return Simd::exp2(x); }
   // P stays f32, in place in the S strip.
-  static void store_p(float* s, float*, int r, int c, V p) { Simd::store(s + r * kBN + c, p); }
+  static void store_p2(float* s, float*, int r, int c, V p0, V p1) {
+    Simd::store(s_at(s, r, c), p0);
+    Simd::store(s_at(s, r, c + Simd::W), p1);
+  }
   static float p_at(const float* s, const float*, int r, int k) { return s[r * kBN + k]; }
 
   // S[r][c0..c1) = Q[s0 + r] . K[c0..c1) for the strip's MR rows (c0, c1 multiples of NR).

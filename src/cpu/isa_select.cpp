@@ -54,8 +54,15 @@ const CpuKernel& select_kernel(DType in) {
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                     __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
-  // AMX takes bf16 and e4m3 (exact in bf16) inputs; f16/f32 have no exact bf16 form.
+  // AMX takes bf16 and e4m3 (exact in bf16) inputs directly; f16 stays on the FMA kernels.
   if (cap >= 3 && (in == DType::bf16 || in == DType::e4m3) && avx512 && amx_usable()) return kKernelAmx;
+  // f32 on the tile unit as three bf16 planes: fp32 accuracy (amx_split_mma.h), faster than
+  // the FMA kernel where the tile unit is (see src/cpu/README.md for the numbers).
+  // LONGATTN_CPU_F32=fma keeps f32 on the FMA kernel (A/B measurements; a tile unit shared
+  // with other work halves the split kernel's speed, see docs/PERFORMANCE.md).
+  const char* f32 = std::getenv("LONGATTN_CPU_F32");
+  const bool f32_fma = f32 && std::strcmp(f32, "fma") == 0;
+  if (cap >= 3 && in == DType::f32 && !f32_fma && avx512 && amx_usable()) return kKernelAmxSplit;
   if (cap >= 2 && avx512) return kKernelAvx512;
   if (cap >= 1 && avx2) return kKernelAvx2;
 #else

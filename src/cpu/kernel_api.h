@@ -56,10 +56,11 @@ extern const CpuKernel kKernelPortable;
 extern const CpuKernel kKernelAvx2;
 extern const CpuKernel kKernelAvx512;
 extern const CpuKernel kKernelAmx;  // bf16 and e4m3 inputs only
+extern const CpuKernel kKernelAmxSplit;  // f32 inputs as three bf16 planes (fp32 accuracy)
 #endif
 
-// The best kernel this CPU runs for inputs of dtype `in`: AMX for bf16/e4m3 where available,
-// else AVX-512, AVX2, portable. LONGATTN_CPU_ISA=portable|avx2|avx512|amx caps the choice
+// The best kernel this CPU runs for inputs of dtype `in`: AMX for bf16/e4m3 (and, split into
+// three bf16 planes, f32) where available, else AVX-512, AVX2, portable. LONGATTN_CPU_ISA=portable|avx2|avx512|amx caps the choice
 // (tests use it to cover every path on one machine; a request the CPU lacks is ignored).
 const CpuKernel& select_kernel(DType in);
 

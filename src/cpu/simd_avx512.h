@@ -75,6 +75,22 @@ struct Simd {
     return _mm512_maskz_scalef_ps(keep, p, n);
   }
 
+  // exp2 for probabilities that are rounded to bf16 next (the AMX kernel's P): degree-4
+  // polynomial, relative error 2.6e-6 (fitted here for relative error on [-0.5, 0.5]),
+  // ~750x below bf16's rounding (2^-9), two FMAs fewer per vector than exp2 above.
+  // Same range reduction and the same exact 0 for x < -126.
+  static V exp2_bf16(V x) {
+    V n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    V f = _mm512_sub_ps(x, n);
+    V p = _mm512_set1_ps(9.570096670155653e-3f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.591785990793540e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402474495728736e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931218148134215e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.999992614067524e-1f));
+    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ);
+    return _mm512_maskz_scalef_ps(keep, p, n);
+  }
+
   // In-register 16x16 transpose of 32-bit units: on return r[i] holds unit i of the 16 input
   // rows (64 shuffles instead of 256 scalar moves). Shared by the f32 K packing below and the
   // AMX kernel's bf16-pair K packing (amx_mma.h).

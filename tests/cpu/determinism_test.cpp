@@ -38,6 +38,10 @@ std::vector<CaseSpec> specs() {
   c.batch = 3, c.seq_q = 150, c.seq_k = 333, c.page_size = 16, c.seqused_k = true;
   c.dtype = DType::e4m3, c.heads_q = 4, c.heads_kv = 1, c.mask.causal = true, c.seed = 503;
   v.push_back(c);
+  CaseSpec d;  // f32 (the AMX kernel's three-plane split), several 256-key tiles
+  d.batch = 2, d.seq_q = 333, d.seq_k = 600, d.heads_q = 4, d.heads_kv = 2, d.dim_qk = d.dim_v = 96;
+  d.dtype = d.out_dtype = DType::f32, d.mask.causal = true, d.sinks = true, d.seed = 504;
+  v.push_back(d);
   return v;
 }
 

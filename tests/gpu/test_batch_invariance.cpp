@@ -224,8 +224,8 @@ TEST_F(GpuBatchInvariance, DenseRowsIndependentOfTheBatch) {
 }
 
 // The order the scheduler deals tiles in changes nothing: forced section sizes, sections off,
-// a tiny L2 budget, the ragged tile list off (the padded grid), the static snake instead of
-// the dynamic counter.
+// a tiny L2 budget, the ragged tile list off (the padded grid), the dynamic counter instead
+// of the static snake (the default below 1536 key blocks).
 TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
   Config dense;  // 384 tiles (> 2 rounds of 132 CTAs: the dynamic counter is used)
   dense.dense = true;
@@ -242,7 +242,7 @@ TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
     const Rows base = run_batch(c, b, which);
     const char* env[][2] = {{"LONGATTN_SECTIONS", "0"}, {"LONGATTN_SECTIONS", "1"}, {"LONGATTN_SECTIONS", "5"},
                             {"LONGATTN_L2_BYTES", "65536"}, {"LONGATTN_TILE_LIST", "0"},
-                            {"LONGATTN_DYNAMIC", "0"}};
+                            {"LONGATTN_DYNAMIC", "1"}};
     for (auto& kv : env) {
       setenv(kv[0], kv[1], 1);
       expect_same(base, run_batch(c, b, which),
@@ -262,8 +262,8 @@ TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
 }
 
 // Both assignment paths against the float64 reference (oracle rule, poisoned outputs): the
-// dynamic counter (default where compiled: hdim-64 ragged, hdim-128 causal / features /
-// ragged, with more than two rounds of tiles) and the static snake, on causal, windowed and
+// dynamic counter (LONGATTN_DYNAMIC=1; compiled into hdim-64 ragged, hdim-128 causal /
+// features / ragged; used with more than two rounds of tiles) and the static snake, on causal, windowed and
 // ragged shapes, GQA, and a tiny L2 budget (many small sections); hdim 64 dense and 256 run
 // the static snake either way.
 TEST_F(GpuBatchInvariance, StaticAndDynamicAssignmentMatchReference) {

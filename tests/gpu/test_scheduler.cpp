@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <map>
 #include <queue>
 #include <random>
 #include <set>
@@ -241,11 +242,12 @@ TEST(TileScheduler, SplitKvRule) {
 }
 
 // The ragged tile list, built on the host the way tile_list_kernel builds it (buckets from
-// the same functions; stable order where the kernel's order of equal costs is arbitrary),
-// in a buffer of `capacity` items: the live ones, then `pad` entries of b = -1, the rest
+// the same functions; stable order where the kernel's order of equal costs is arbitrary):
+// (b, h, m, 0) tiles in a buffer of capacity x heads entries, items in chunks of `chunk`
+// with heads slower than items inside a chunk, then `pad` entries of b = -1, the rest
 // poisoned (a read there is a failure).
 template <int kM, int kN>
-std::vector<int32_t> host_tile_list(const FwdParams& p, int32_t capacity, int32_t pad) {
+std::vector<int32_t> host_tile_list(const FwdParams& p, int32_t capacity, int32_t pad, int32_t chunk) {
   std::vector<std::tuple<int32_t, int32_t, int32_t>> keyed;  // (bucket, b, m)
   for (int32_t b = 0; b < int32_t(p.batch); ++b) {
     const SeqCoord sc = seq_coord(p, b);
@@ -253,16 +255,20 @@ std::vector<int32_t> host_tile_list(const FwdParams& p, int32_t capacity, int32_
   }
   std::stable_sort(keyed.begin(), keyed.end(),
                    [](auto& x, auto& y) { return std::get<0>(x) < std::get<0>(y); });
-  std::vector<int32_t> list(size_t(2 * capacity), 1 << 30);  // poison
-  for (int32_t i = 0; i < capacity; ++i) {
-    if (i < int32_t(keyed.size())) {
-      list[size_t(2 * i)] = std::get<1>(keyed[size_t(i)]);
-      list[size_t(2 * i + 1)] = std::get<2>(keyed[size_t(i)]);
-    } else if (i < int32_t(keyed.size()) + pad) {
-      list[size_t(2 * i)] = -1;
-      list[size_t(2 * i + 1)] = 0;
+  const int32_t nh = int32_t(p.heads_q), live = std::min<int32_t>(int32_t(keyed.size()), capacity);
+  std::vector<int32_t> list(size_t(4) * size_t(capacity) * size_t(nh), 1 << 30);  // poison
+  for (int32_t pos = 0; pos < live; ++pos) {
+    const int32_t c0 = pos / chunk * chunk, size = std::min(chunk, live - c0);
+    for (int32_t h = 0; h < nh; ++h) {
+      const size_t at = 4 * (size_t(c0) * size_t(nh) + size_t(h) * size_t(size) + size_t(pos - c0));
+      list[at] = std::get<1>(keyed[size_t(pos)]);
+      list[at + 1] = h;
+      list[at + 2] = std::get<2>(keyed[size_t(pos)]);
+      list[at + 3] = 0;
     }
   }
+  for (int64_t i = int64_t(live) * nh; i < std::min<int64_t>(int64_t(capacity) * nh, int64_t(live) * nh + pad); ++i)
+    list[size_t(4 * i)] = -1;
   return list;
 }
 
@@ -303,7 +309,8 @@ TEST(TileScheduler, RaggedTileListEveryLiveTileOnceHeaviestFirst) {
     p.section_bh = heads;
     p.lpt = 1;
     const int64_t grid = std::min<int64_t>(1 + int64_t(rng() % 140), p.num_tiles);
-    const std::vector<int32_t> list = host_tile_list<kM, kN>(pre, int32_t(capacity), int32_t(2 * grid + 2));
+    const std::vector<int32_t> list =
+        host_tile_list<kM, kN>(pre, int32_t(capacity), int32_t(2 * grid + 2), int32_t(grid));
     p.tile_list = list.data();
     fill_schedule_constants(&p, grid);
 
@@ -315,7 +322,7 @@ TEST(TileScheduler, RaggedTileListEveryLiveTileOnceHeaviestFirst) {
     for (int32_t b = 0; b < batch; ++b)
       live += int64_t(heads) * ((cq[size_t(b) + 1] - cq[size_t(b)] + kM - 1) / kM);
     for (int64_t c = 0; c < grid; ++c) {
-      int64_t work = 0, last_cost = INT64_MAX;
+      int64_t work = 0;
       for (int64_t k = 0;; ++k) {
         const int64_t t = TileScheduler::tile_id<true>(p, k, uint32_t(grid), uint32_t(c));
         if (t < 0) break;
@@ -326,23 +333,111 @@ TEST(TileScheduler, RaggedTileListEveryLiveTileOnceHeaviestFirst) {
         ASSERT_LT(tc.h, heads);
         ASSERT_LT(int64_t(tc.m_block) * kM, cq[size_t(tc.b) + 1] - cq[size_t(tc.b)]) << "empty tile listed";
         ASSERT_TRUE(seen.insert({tc.b, tc.h, tc.m_block}).second) << "tile twice";
-        const int64_t w = cost(tc.b, tc.m_block);
-        EXPECT_LE(w, last_cost) << "a CTA's tiles must come heaviest first";
-        last_cost = w;
-        work += w + 1;
+        work += cost(tc.b, tc.m_block) + 1;
       }
       max_work = std::max(max_work, work);
       total += work;
     }
     ASSERT_EQ(int64_t(seen.size()), live) << "it " << it << ": a live tile was never dealt";
+    // Heaviest first, chunk by chunk (inside a chunk heads run one after the other); inside a
+    // head-run of a chunk, costs are non-increasing.
+    {
+      const int64_t per_chunk = grid * heads;
+      int64_t prev_min = INT64_MAX, cur_min = INT64_MAX, prev_in_run = INT64_MAX;
+      for (int64_t t = 0; t < live; ++t) {
+        if (t % per_chunk == 0) {
+          prev_min = std::min(prev_min, cur_min);
+          cur_min = INT64_MAX;
+        }
+        const TileCoord tc = TileScheduler::decode<true>(p, t);
+        const int64_t w = cost(tc.b, tc.m_block);
+        ASSERT_LE(w, prev_min) << "it " << it << ": tile " << t << " heavier than an earlier chunk";
+        cur_min = std::min(cur_min, w);
+        const int64_t c0 = t / per_chunk * grid, size = std::min<int64_t>(grid, live / heads - c0);
+        if ((t - c0 * heads) % size == 0) prev_in_run = INT64_MAX;  // a new head-run
+        ASSERT_LE(w, prev_in_run) << "it " << it << ": tile " << t;
+        prev_in_run = w;
+      }
+    }
     // Dynamic assignment hands ids in order; each CTA takes one past the live ones, at most.
     for (int64_t t = live; t < std::min<int64_t>(live + grid, p.num_tiles); ++t)
       ASSERT_EQ(TileScheduler::decode<true>(p, t).b, -1) << "dynamic: id " << t << " past the live ones";
     if (live >= 8 * grid && total > 0) {
       const double imbalance = double(max_work) * double(grid) / double(total);
-      EXPECT_LT(imbalance, 1.25) << "it " << it << " batch " << batch << " grid " << grid;
+      // Random small shapes: odd head counts split a chunk's rounds unevenly (up to ~1.32 in
+      // this model); the bench shapes are checked tighter below.
+      EXPECT_LT(imbalance, 1.4) << "it " << it << " batch " << batch << " grid " << grid;
     }
   }
+}
+
+// The tile list on the bench shapes (fbench ragged: 64 sequences of 100..8k tokens; pbench
+// paged: 4 x 8192), 16 heads, 132 CTAs, static snake: balanced, and a chunk's head-run reads
+// few sequences (L2: the CTAs running together share K/V).
+TEST(TileScheduler, RaggedTileListBenchShapes) {
+  constexpr int kM = 128, kN = 128;
+  std::mt19937 r11(11);
+  std::vector<int32_t> mixed;
+  for (int i = 0; i < 64; ++i) mixed.push_back(100 + int32_t(r11() % 8093));
+  for (const auto& lens : {mixed, std::vector<int32_t>(4, 8192)})
+    for (bool causal : {false, true}) {
+      std::vector<int32_t> cu(1, 0);
+      for (int32_t n : lens) cu.push_back(cu.back() + n);
+      FwdParams p;
+      p.batch = int64_t(lens.size());
+      p.heads_q = 16;
+      p.seq_q = p.seq_k = *std::max_element(lens.begin(), lens.end());
+      p.num_m_blocks = (p.seq_q + kM - 1) / kM;
+      p.causal = causal;
+      p.offset_per_seq = 1;
+      p.cu_seqlens_q = p.cu_seqlens_k = cu.data();
+      const FwdParams pre = p;
+      const int64_t capacity = std::min<int64_t>(p.batch * p.num_m_blocks, (cu.back() + kM - 1) / kM + p.batch);
+      p.batch = 1;
+      p.num_m_blocks = capacity;
+      p.num_tiles = capacity * 16;
+      p.section_bh = 16;
+      p.lpt = 1;
+      const int64_t grid = 132;
+      const std::vector<int32_t> list = host_tile_list<kM, kN>(pre, int32_t(capacity), int32_t(2 * grid + 2), int32_t(grid));
+      p.tile_list = list.data();
+      fill_schedule_constants(&p, grid);
+      int64_t max_work = 0, total = 0;
+      for (int64_t c = 0; c < grid; ++c) {
+        int64_t work = 0;
+        for (int64_t k = 0;; ++k) {
+          const int64_t t = TileScheduler::tile_id<true>(p, k, uint32_t(grid), uint32_t(c));
+          if (t < 0) break;
+          const TileCoord tc = TileScheduler::decode<true>(p, t);
+          if (tc.b < 0) break;
+          work += kTileListBuckets - 1 - tile_list_bucket<kM, kN>(pre, tc.m_block, seq_coord(pre, tc.b)) + 1;
+        }
+        max_work = std::max(max_work, work);
+        total += work;
+      }
+      int64_t max_bytes = 0;  // K+V bytes (one head's keys visited) the tiles of one round read
+      for (int64_t t0 = 0; t0 + grid <= p.num_tiles; t0 += grid) {
+        std::map<int64_t, int64_t> keys;  // (sequence, head) -> keys visited
+        for (int64_t t = t0; t < t0 + grid; ++t) {
+          const TileCoord tc = TileScheduler::decode<true>(p, t);
+          if (tc.b < 0 || tc.b >= pre.batch) continue;  // padding, or the poisoned tail
+          const SeqCoord sc = seq_coord(pre, tc.b);
+          const TileMask<kM, kN, true> mask(pre, tc.m_block, sc);
+          int64_t lo, hi;
+          mask.block_range(sc.q_len, &lo, &hi);
+          int64_t& k = keys[int64_t(tc.b) * 1000 + tc.h];
+          k = std::max<int64_t>(k, hi * kN);
+        }
+        int64_t bytes = 0;
+        for (auto& kv : keys) bytes += kv.second * 128 * 2 * 2;
+        max_bytes = std::max(max_bytes, bytes);
+      }
+      const double imbalance = double(max_work) * double(grid) / double(total);
+      printf("tile list %zu sequences %s: max/mean work %.3f, one round reads <= %.1f MB of K+V\n", lens.size(),
+             causal ? "causal" : "full", imbalance, double(max_bytes) / 1e6);
+      EXPECT_LT(imbalance, 1.06);
+      if (!causal) EXPECT_LE(max_bytes, 25 << 20);  // a round reads a few sequences of one head
+    }
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ struct LaunchArgs {
   bool ragged = false;    // with features: ragged q / k or seqused_k (kernel.cuh kRagged)
   bool paged = false;     // with ragged: paged K/V, TMA per page (kernel.cuh kPaged)
   bool tile_list = false;  // with ragged: cost-sorted tile list built on the device (tile_list.cuh)
-  int64_t list_items = 0;  // its capacity: a host bound on the live (sequence, q-block) items
+  int64_t list_items = 0;  // its capacity in items: a host bound on the live (sequence, q-block) items
   bool dynamic = false;    // LPT problems: atomic-counter tile assignment where compiled (kernel.cuh kDynamic)
 };
 

@@ -51,17 +51,18 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
   if (!Cfg::kTile.lpt_sections && p.lpt) p.section_bh = p.heads_q * p.batch;  // one section
   int32_t* scratch = nullptr;
   if (want_list || want_dynamic) {
-    const int64_t items = want_list ? a.list_items : 0;  // < 2^31 (host check on num_tiles)
-    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), 16 + size_t(items) * 8, a.stream);
+    const int64_t tiles = want_list ? p.num_tiles : 0;  // list capacity: items x heads (< 2^31)
+    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), 16 + size_t(tiles) * 16, a.stream);
     if (e != cudaSuccess) return e;
     if (want_dynamic) p.tile_counter = scratch;
     if (want_list) {  // also zeroes the counter
-      p.tile_list = scratch + 4;
-      // Padding the CTAs can read past the live items: a static snake CTA's next id is < 2
-      // rounds past its last live one, a dynamic CTA takes one id past the end.
+      p.tile_list = scratch + 4;  // 16-byte entries after the 16-byte counter
+      // Padding the CTAs can read past the live tiles: a static snake CTA's next id is < 2
+      // rounds past its last live one, a dynamic CTA takes one id past the end. Chunks of one
+      // round (tile_list.cuh).
       const int32_t pad = int32_t(2 * grid + 2);
-      tile_list_kernel<Cfg::kBlockM, Cfg::kBlockN>
-          <<<1, kTileListThreads, 0, a.stream>>>(pre, scratch + 4, int32_t(items), pad, p.tile_counter);
+      tile_list_kernel<Cfg::kBlockM, Cfg::kBlockN><<<1, kTileListThreads, 0, a.stream>>>(
+          pre, reinterpret_cast<int4*>(scratch + 4), int32_t(a.list_items), pad, int32_t(grid), p.tile_counter);
     } else {
       e = cudaMemsetAsync(scratch, 0, 16, a.stream);
     }

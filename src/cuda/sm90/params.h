@@ -15,8 +15,8 @@ struct FwdParams {
   int64_t num_m_blocks = 0, num_tiles = 0;
   // Scheduling (scheduler.cuh, schedule_rule.h): (batch, head) pairs per L2 section; lpt:
   // tiles of unequal cost (causal), dealt longest first in snake order; tile_list: ragged
-  // batches, device list of (sequence, q-block) int32 pairs, cost-descending, padded with
-  // b = -1 up to batch x num_m_blocks entries (tile_list.cuh builds it before the launch).
+  // batches, device list of int32 (b, h, m_block, 0) tiles in dealing order, b = -1 padding
+  // after the live ones (tile_list.cuh builds it before the launch).
   // tile_counter: dynamic assignment (scheduler.cuh DynamicTiles), a device counter zeroed
   // before the launch; null: the static snake.
   int64_t section_bh = 1;

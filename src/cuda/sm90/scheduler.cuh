@@ -5,8 +5,9 @@
 // Uniform-cost tiles (non-causal): sections of one pair, so q-blocks of one head run
 // fastest and the CTAs running together read one head's K/V; dealt round-robin.
 // Causal (lpt): inside each section, longest tiles first (LPT), snake-dealt to balance CTAs.
-// Ragged batches (tile_list): a device list of (sequence, q-block) items sorted by real cost
-// (tile_list.cuh), heads fastest, snake-dealt; no empty tiles.
+// Ragged batches (tile_list): a device list of (sequence, head, q-block) tiles, the items
+// sorted by real cost and cut into chunks of one round, heads slower than items inside a
+// chunk (tile_list.cuh), snake-dealt; no empty tiles.
 // Persistent grid of #SMs CTAs (no gridDim.y/z); producer and consumers of a CTA walk the
 // same deterministic tile sequence, so no tile ids cross between them.
 // Dynamic assignment (LPT kernels of hdim 64 / 128, p.tile_counter set): the CTAs take tile
@@ -79,18 +80,24 @@ struct TileScheduler {
   // with one-pair sections (the non-causal rule) q-blocks of one head run fastest. Without
   // sections (rank slowest over all heads) the CTAs running at once all read different heads
   // and K/V came from DRAM: causal 1k on H100 ran at 251 TFLOP/s (0.65x cuDNN).
-  // kList (ragged kernels): item t / heads of the cost-sorted list, head t % heads; an item
-  // with b < 0 is padding: the caller stops (its later ids are padding too).
+  // kList (ragged kernels): entry t of the device tile list, (b, h, m_block) in dealing order
+  // (tile_list.cuh); b < 0 is padding: the caller stops (its later ids are padding too).
   template <bool kList = false>
   LONGATTN_HD static TileCoord decode(const FwdParams& p, int64_t t) {
     const uint32_t nm = uint32_t(p.num_m_blocks), nh = uint32_t(p.heads_q), tt = uint32_t(t);
     TileCoord c;
     if constexpr (kList) {
       if (p.tile_list) {  // null: LONGATTN_TILE_LIST=0, the padded grid below
-        const uint32_t item = tt / nh;
-        c.h = int32_t(tt - item * nh);
-        c.b = p.tile_list[2 * item];
-        c.m_block = p.tile_list[2 * item + 1];
+#if defined(__CUDA_ARCH__)
+        const int4 e = __ldg(reinterpret_cast<const int4*>(p.tile_list) + tt);  // one 16-byte load
+        c.b = e.x;
+        c.h = e.y;
+        c.m_block = e.z;
+#else
+        c.b = p.tile_list[4 * size_t(tt)];
+        c.h = p.tile_list[4 * size_t(tt) + 1];
+        c.m_block = p.tile_list[4 * size_t(tt) + 2];
+#endif
         return c;
       }
     }

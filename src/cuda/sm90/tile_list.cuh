@@ -2,18 +2,25 @@
 //
 // The host does not know the sequence lengths (cu_seqlens / seqused_k are device pointers),
 // so a one-CTA pre-kernel on the caller's stream builds, before the forward kernel, the list
-// of every (sequence, q-block) item that has query rows, sorted by its real cost (key blocks
-// the tile visits: TileMask::block_range, every mask included), heaviest first, followed by
-// padding (b = -1) where the CTAs stop. Before it, ragged tiles were (batch x
-// q-blocks of the longest sequence) with empty tiles and an order by q-block index, not cost:
-// causal ragged ran at 0.58x of dense (H200; docs/PERFORMANCE.md).
+// of every (sequence, head, q-block) tile that has query rows, in dealing order:
+//  - items (sequence, q-block) sorted by real cost (key blocks the tile visits:
+//    TileMask::block_range, every mask included), heaviest first;
+//  - cut into chunks of `chunk` items (the grid: one snake round), and inside a chunk heads
+//    slower than items: the CTAs running together read one head's K/V of the chunk's
+//    sequences (GQA: consecutive heads share it), not every head's. With heads fastest (the
+//    first version) paged 4 x 8k ran at 0.79x / 0.90x of dense (full / causal, H200) against
+//    1.01x / 1.03x on the padded grid; for uniform lengths a chunk holds whole sequences'
+//    q-blocks, which is the dense order (q-blocks of one head together);
+//  - a round-sized chunk keeps the snake's pairing of long and short tiles inside a chunk;
+//  - after the live tiles, padding (b = -1) where the CTAs stop.
+// Before it, ragged tiles were (batch x q-blocks of the longest sequence) with empty tiles.
 // Sort: counting sort over 4096 cost buckets in shared memory (costs above 4095 key blocks,
 // i.e. > 256k keys at block_n 64, share the last bucket). Items of equal cost land in an
 // order that may differ between launches (atomics): results do not, since a tile's arithmetic
 // does not depend on when it runs (batch invariance, tests/gpu/test_batch_invariance.cpp).
-// Scratch: 8 bytes per item of a host bound on the live items (batch x num_m_blocks, and for
-// packed queries total_q / block_m + batch) from cudaMallocAsync on the caller's stream, freed
-// stream-ordered after the forward kernel (launch_impl.cuh); no library-held state.
+// Scratch: 16 bytes per tile of a host bound on the live items (batch x num_m_blocks, and
+// for packed queries total_q / block_m + batch) x heads, from cudaMallocAsync on the
+// caller's stream, freed stream-ordered after the forward kernel (launch_impl.cuh).
 #pragma once
 
 #include <cstdint>
@@ -46,15 +53,15 @@ LONGATTN_MASK_FN int32_t live_m_blocks(const FwdParams& p, const SeqCoord& sc) {
 }
 
 #if defined(__CUDACC__)
-// One CTA of kTileListThreads; each thread walks whole sequences (work = batch + live items,
-// not the padded batch x num_m_blocks). list: capacity 2 x n_items int32 (b, m_block)
-// (launch_impl.cuh sizes it to bound the live items); after the live items, n_pad entries
-// of b = -1 (the most any CTA reads past them: scheduler.cuh). counter (may be null): the
-// dynamic tile counter, zeroed here.
+// One CTA of kTileListThreads; each thread walks whole sequences (work = batch + live tiles,
+// not the padded batch x num_m_blocks). list: int4 (b, h, m_block, 0), capacity n_items x
+// heads_q tiles (launch_impl.cuh bounds the live items by n_items); after the live tiles,
+// n_pad entries of b = -1 (the most any CTA reads past them: launch_impl.cuh). counter (may
+// be null): the dynamic tile counter, zeroed here.
 template <int kBlockM, int kBlockN>
 __global__ void __launch_bounds__(kTileListThreads)
-    tile_list_kernel(const __grid_constant__ FwdParams p, int32_t* list, int32_t n_items, int32_t n_pad,
-                     int32_t* counter) {
+    tile_list_kernel(const __grid_constant__ FwdParams p, int4* list, int32_t n_items, int32_t n_pad,
+                     int32_t chunk, int32_t* counter) {
   __shared__ int32_t slot[kTileListBuckets];  // counts, then next free position per bucket
   __shared__ int32_t warp_sum[kTileListThreads / 32];
   __shared__ int32_t total;
@@ -103,22 +110,21 @@ __global__ void __launch_bounds__(kTileListThreads)
     start += c[j];
   }
   __syncthreads();
+  const int32_t nh = int32_t(p.heads_q), live = total < n_items ? total : n_items;
   for (int32_t b = tid; b < batch; b += kTileListThreads) {
     const SeqCoord sc = seq_coord(p, b);
     const int32_t n = live_m_blocks<kBlockM>(p, sc);
     for (int32_t m = 0; m < n; ++m) {
       const int32_t pos = atomicAdd(&slot[tile_list_bucket<kBlockM, kBlockN>(p, m, sc)], 1);
-      if (pos < n_items) {  // the host bound holds for valid cu_seqlens; never write past it
-        list[2 * pos] = b;
-        list[2 * pos + 1] = m;
-      }
+      if (pos >= n_items) continue;  // the host bound holds for valid cu_seqlens; never write past it
+      const int32_t c0 = pos / chunk * chunk, size = live - c0 < chunk ? live - c0 : chunk;
+      int4* at = list + int64_t(c0) * nh + (pos - c0);
+      for (int32_t h = 0; h < nh; ++h) at[int64_t(h) * size] = make_int4(b, h, m, 0);
     }
   }
-  const int32_t end = total + n_pad < n_items ? total + n_pad : n_items;
-  for (int32_t i = total + tid; i < end; i += kTileListThreads) {
-    list[2 * i] = -1;
-    list[2 * i + 1] = 0;
-  }
+  const int64_t end = int64_t(live) * nh + n_pad < int64_t(n_items) * nh ? int64_t(live) * nh + n_pad
+                                                                          : int64_t(n_items) * nh;
+  for (int64_t i = int64_t(live) * nh + tid; i < end; i += kTileListThreads) list[i] = make_int4(-1, 0, 0, 0);
 }
 #endif
 
