@@ -5,7 +5,10 @@
 # elsewhere with -cudart static); without it everything is built here into build-gpu.
 # STAGES (env) picks what runs: any of "prim fwd san bench seqbench fbench" (default: all but
 # long, the issue-6 long-context rows, ncu, L2 figures of one long call, seqbench, the back-to-back timing variant of the benchmark, fbench, the issue-5 feature
-# rows, pbench, the paged K/V rows alone, and psan, memcheck on small paged cases). FWD_FILTER (env) narrows the forward tests (a gtest filter). Logs go to $OUT.
+# rows, pbench, the paged K/V rows alone (pages 3..1024, LONGATTN_TILE_LIST=0 and
+# LONGATTN_PAGED_VGROUP=1 variants, 192/128 head dims vs cuDNN), and psan, memcheck and
+# racecheck on small paged cases). FWD_FILTER (env) narrows the forward tests (a gtest
+# filter; 'Huge*' alone: K/V beyond 2^31 elements, ~1 min, ~9 GiB). Logs go to $OUT.
 set -u
 OUT=${OUT:-/tmp/longattn-gpu}
 mkdir -p "$OUT"
