@@ -7,7 +7,8 @@
 #
 # BUILD (default build-bench-cpu) is a Release CPU-only build of the library; VENV (default
 # /tmp/benchvenv) is created with torch from PyPI on first use (a few GB, once).
-# Run it alone: other processes on the cores lower (and blur) every number.
+# Run it alone: other processes on the cores lower (and blur) every number. On a shared
+# machine, save several runs and merge them with bench/cpu/merge_runs.py (best per shape).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$ROOT/build-bench-cpu}"

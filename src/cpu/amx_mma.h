@@ -135,9 +135,10 @@ struct AmxMma {
   }
 
   // S is kept as its 16x16 fp32 tiles, each stored contiguously: column block c / 16 holds
-  // rows 0..31 (two tiles) back to back. Measured: a tile store at the row stride of a
-  // row-major 32 x 256 strip (1 KB) took ~3x as long as a contiguous one (qk 18 -> 10 ns
-  // per TDPBF16PS at head dim 64, 12 -> 9.5 at 128, microbenchmark on this VM).
+  // rows 0..31 (two tiles) back to back. Measured in the QK loop (microbenchmark on this
+  // VM): 16.9 ns per TDPBF16PS at head dim 64 (11.7 at 128) against 18.2 (11.9) with tile
+  // stores at the 1 KB row stride of a row-major 32 x 256 strip. The softmax walks a row
+  // group's adjacent vectors of each block (softmax_strip's row groups).
   static float* s_at(float* s, int r, int c) {
     const unsigned u = unsigned(c);  // c >= 0: shifts, not signed division
     return s + (u / 16) * (MR * 16) + r * 16 + (u % 16);
@@ -176,10 +177,11 @@ struct AmxMma {
   // S[0..32)[c0..c1) = sum over pairs of Q_a[s0 ..] . K_b[c0..c1) in fp32 (c0, c1 multiples
   // of 32). Q rows are `qrow` bf16 apart (plane a at + a * qplane), K plane b at + b * kplane.
   // 16-key blocks alternate between accumulator pairs (0,1) and (2,3), and a block's S
-  // tiles are stored only after the next block's first step is issued: the store waits
-  // for the block's last TDPBF16PS, and the next block keeps the tile unit busy meanwhile
-  // (2x2 blocking with the stores at the end of each block measured ~20% slower per
-  // TDPBF16PS at head dim 64, where a store follows every two).
+  // tiles are stored only after the next block's first step is issued, so the tile unit
+  // has TDPBF16PS work queued while a store waits for its accumulator. Measured against
+  // 2x2 blocking with the stores at the end of each block: +2-5% GFLOP per CPU-second in the
+  // kernel (hd 128 1k/2k, hd 64 2k, one thread); the loop alone 10.8 vs 11.7 ns per
+  // TDPBF16PS at head dim 128, no difference at 64.
   template <int kPairs>
   static void qk_planes(const uint16_t* q0, int64_t qrow, int64_t qplane, const uint32_t* kb, int64_t kplane,
                         const PlanePair (&pairs)[kPairs], int64_t nch, int c0, int c1, float* s) {
