@@ -507,8 +507,8 @@ def paged_main(args, la, props, l2):
 def features_main(args, la, props, l2):
     both = {"softcap": 30.0, "sinks": True}
     # Softcap A/B: every mode of src/cuda/sm90/softcap_mode.h on the same inputs (the rows
-    # without "mode" run the library's default, fixed); fixed8 / fixedx compile at hdim 128 only.
-    modes = ["split", "fused", "fixed", "fixed8", "fixedx"]
+    # without "mode" run the library's default, fixed); fixed8 / fixedx / fixedx8 compile at hdim 128 only.
+    modes = ["split", "fused", "fixed", "fixed8", "fixedx", "fixedx8"]
     capped = [(f"sinks+softcap [{m}]", {**both, "mode": m}) for m in modes]
     dense = [("plain", {}), ("sinks", {"sinks": True}), ("softcap", {"softcap": 30.0}), ("sinks+softcap", both)] + capped
     other_d = [dense[0], dense[3]] + [r for r in capped if r[1]["mode"] in ("split", "fused")]

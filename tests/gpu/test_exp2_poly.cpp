@@ -123,6 +123,8 @@ TEST(SoftcapMode, ParsesEveryName) {
   EXPECT_EQ(sm90::parse_softcap_mode("fixed"), sm90::kCapFixed);
   EXPECT_EQ(sm90::parse_softcap_mode("fixed8"), sm90::kCapFixedPoly8);
   EXPECT_EQ(sm90::parse_softcap_mode("fixedx"), sm90::kCapFixedExpTanh);
+  EXPECT_EQ(sm90::parse_softcap_mode("fixedx8"), sm90::kCapFixedExpTanh8);
+  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixedExpTanh8), sm90::kCapFused);
   EXPECT_EQ(sm90::kSoftcapDefault, sm90::kCapFixed);
 }
 

@@ -361,7 +361,7 @@ TEST(GpuForwardSchedule, CausalSectionsCoverEveryTile) {
 // the split order on masked ones, so the cases mix both: causal and windowed tiles, rows that
 // see no key (top-left window; output 0, LSE = -inf or the sink), sinks, a saturated tanh
 // (scale 1: raw logits of tens), f16 -> f32 and cap > 52 (fixed falls back to fused), sinks
-// far above every logit (fixed: m0 = the sink), the three head dims (fixed8 / fixedx compile
+// far above every logit (fixed: m0 = the sink), the three head dims (fixed8 / fixedx(8) compile
 // at hdim 128 and run as fixed elsewhere; fixed runs as fused at hdim 64).
 TEST(GpuForwardSoftcap, EveryMode) {
   if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
@@ -396,7 +396,7 @@ TEST(GpuForwardSoftcap, EveryMode) {
   cases.push_back(cap(F(1, 400, 500, 2, 2, 128, false), 60.f));  // cap > 52: fixed falls back
   cases.push_back(cap(F(1, 500, 600, 6, 2, 64, true), 8.f));
   cases.push_back(cap(sinks(F(1, 333, 555, 4, 1, 256, false)), 10.f));
-  for (const char* mode : {"split", "fused", "fixed", "fixed8", "fixedx"}) {
+  for (const char* mode : {"split", "fused", "fixed", "fixed8", "fixedx", "fixedx8"}) {
     setenv("LONGATTN_SOFTCAP_MODE", mode, 1);
     for (Shape s : cases) {
       s.seed += 77;

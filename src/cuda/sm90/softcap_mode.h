@@ -33,6 +33,7 @@ enum SoftcapMode : int32_t {
   // Fixed, tanh from MUFU ex2 + a quintic on the FMA pipe (ptx::tanh_from_exp2) instead of
   // MUFU tanh: an A/B probe of whether MUFU.TANH costs more than MUFU.EX2.
   kCapFixedExpTanh = 4,
+  kCapFixedExpTanh8 = 5,  // fixed, half the tanhs that way (Bresenham columns), half on MUFU tanh
 };
 
 // Fixed-max modes: |exponent| <= cap log2 e <= this many log2 units, so P in [2^-75, 2^75]:
@@ -40,7 +41,7 @@ enum SoftcapMode : int32_t {
 // Covers caps up to 52 (Gemma 2: 50).
 inline constexpr double kFixedMaxLog2 = 75.0;
 constexpr bool softcap_is_fixed(int mode) {
-  return mode == kCapFixed || mode == kCapFixedPoly8 || mode == kCapFixedExpTanh;
+  return mode == kCapFixed || mode == kCapFixedPoly8 || mode == kCapFixedExpTanh || mode == kCapFixedExpTanh8;
 }
 // Whether a fixed-max mode may run (else: kCapFused).
 constexpr bool softcap_fixed_ok(bool bf16_in, double cap) { return bf16_in && cap * 1.4426950408889634 <= kFixedMaxLog2; }
@@ -56,7 +57,7 @@ constexpr bool softcap_poly_col(int c, int k) { return (c % 16) * k / 16 != ((c 
 // to fused elsewhere: f16 inputs, cap > 52; the kernels without it run fused too).
 inline constexpr SoftcapMode kSoftcapDefault = kCapFixed;
 
-// LONGATTN_SOFTCAP_MODE values: split, fused, fixed, fixed8, fixedx; null, empty or unknown:
+// LONGATTN_SOFTCAP_MODE values: split, fused, fixed, fixed8, fixedx, fixedx8; null, empty or unknown:
 // the default. (LONGATTN_SOFTCAP_POLY=1, the earlier switch, is fixed8.)
 inline SoftcapMode parse_softcap_mode(const char* s) {
   if (!s || !*s) return kSoftcapDefault;
@@ -68,7 +69,8 @@ inline SoftcapMode parse_softcap_mode(const char* s) {
                                     {"fused", kCapFused},
                                     {"fixed", kCapFixed},
                                     {"fixed8", kCapFixedPoly8},
-                                    {"fixedx", kCapFixedExpTanh}};
+                                    {"fixedx", kCapFixedExpTanh},
+                                    {"fixedx8", kCapFixedExpTanh8}};
   for (const Name& n : kNames)
     if (std::strcmp(s, n.name) == 0) return n.mode;
   return kSoftcapDefault;

@@ -108,8 +108,9 @@ struct OnlineSoftmax {
   // The fixed-max update: P = 2^((t - m0) scale_log2) with t = tanh(s * in) (kCap: raw
   // logits, a block without element mask) or t = s (already capped and masked: -inf gives
   // 0). No max, no shuffle; factor = 1 and no rescale ever. kPoly16 of every 16 column groups
-  // take exp2 on the FMA pipe; kExpTanh: tanh from MUFU ex2 + a quintic (ptx::tanh_from_w).
-  template <int kPoly16, bool kCap, bool kExpTanh, int NS>
+  // take exp2 on the FMA pipe; kExpTanh16 of every 16 take tanh from MUFU ex2 + a quintic
+  // (ptx::tanh_from_w) instead of MUFU tanh.
+  template <int kPoly16, bool kCap, int kExpTanh16, int NS>
   __device__ bool update_fixed(float (&s)[NS], float in, float scale_log2, float (&factor)[2]) {
     const float w_scale = -2.f * 1.44269504f * in;  // w = 2^(-2 |u| log2 e), u = s * in
 #pragma unroll
@@ -121,10 +122,9 @@ struct OnlineSoftmax {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float t = s[4 * c + 2 * r + e];
-          if constexpr (kCap && kExpTanh) {
-            t = ptx::tanh_from_w(ptx::exp2_approx(fabsf(t) * w_scale), t);
-          } else if constexpr (kCap) {
-            t = ptx::tanh_approx(t * in);
+          if constexpr (kCap) {
+            t = softcap_poly_col(c, kExpTanh16) ? ptx::tanh_from_w(ptx::exp2_approx(fabsf(t) * w_scale), t)
+                                                : ptx::tanh_approx(t * in);
           }
           const float x = fmaf(t, scale_log2, -ms);
           const float p = softcap_poly_col(c, kPoly16) ? ptx::exp2_poly(x) : ptx::exp2_approx(x);
@@ -178,7 +178,7 @@ __device__ __forceinline__ void softcap(float (&s)[NS], float in) {
 }
 
 // The fused / fixed softcap modes' update (softcap_mode.h) on a block without element mask.
-// kPolyOk: compile the FMA-pipe variants (fixed8, fixedx; head dim 128, not paged; elsewhere
+// kPolyOk: compile the FMA-pipe variants (fixed8, fixedx, fixedx8; head dim 128, not paged; elsewhere
 // they run as fixed). NOTES: with them the hdim-64 consumer (160 registers) spilled 16 bytes
 // and the paged hdim-128 one (224) 8. kFixedOk: compile the fixed-max modes (bf16 kernels;
 // the host sends them only when softcap_fixed_ok); elsewhere they run as fused.
@@ -187,10 +187,11 @@ __device__ __forceinline__ bool update_softcapped(OnlineSoftmax& smx, float (&s)
                                                   float sl2, float thr, float (&factor)[2]) {
   if constexpr (kFixedOk) {
     if constexpr (kPolyOk) {
-      if (mode == kCapFixedPoly8) return smx.template update_fixed<8, true, false>(s, in, sl2, factor);
-      if (mode == kCapFixedExpTanh) return smx.template update_fixed<0, true, true>(s, in, sl2, factor);
+      if (mode == kCapFixedPoly8) return smx.template update_fixed<8, true, 0>(s, in, sl2, factor);
+      if (mode == kCapFixedExpTanh) return smx.template update_fixed<0, true, 16>(s, in, sl2, factor);
+      if (mode == kCapFixedExpTanh8) return smx.template update_fixed<0, true, 8>(s, in, sl2, factor);
     }
-    if (softcap_is_fixed(mode)) return smx.template update_fixed<0, true, false>(s, in, sl2, factor);
+    if (softcap_is_fixed(mode)) return smx.template update_fixed<0, true, 0>(s, in, sl2, factor);
   }
   return smx.template update_capped(s, in, sl2, thr, factor);
 }
