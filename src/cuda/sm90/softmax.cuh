@@ -8,6 +8,10 @@
 // more than `threshold` log2 units; otherwise P may reach 2^threshold (fine in fp32 and in
 // bf16/f16 P), and the O rescale is skipped for the whole warp when no row moved.
 // threshold <= 0 selects always-rescale (classic FlashAttention-2).
+//
+// Softcap (feature kernel) has its own updates, chosen per call (softcap_mode.h): fused
+// (update_capped: tanh inside the running-max update) and fixed (update_fixed: capped logits
+// are bounded, so a constant max replaces the running one).
 #pragma once
 
 #include <cstdint>
@@ -178,10 +182,10 @@ __device__ __forceinline__ void softcap(float (&s)[NS], float in) {
 }
 
 // The fused / fixed softcap modes' update (softcap_mode.h) on a block without element mask.
-// kPolyOk: compile the FMA-pipe variants (fixed8, fixedx, fixedx8; head dim 128, not paged; elsewhere
-// they run as fixed). NOTES: with them the hdim-64 consumer (160 registers) spilled 16 bytes
-// and the paged hdim-128 one (224) 8. kFixedOk: compile the fixed-max modes (bf16 kernels;
-// the host sends them only when softcap_fixed_ok); elsewhere they run as fused.
+// kPolyOk: compile the FMA-pipe variants (fixed8, fixedx, fixedx8; head dim 128, not paged;
+// elsewhere they run as fixed). NOTES: with them the hdim-64 consumer (160 registers) spilled
+// 16 bytes and the paged hdim-128 one (224) 8. kFixedOk: compile the fixed-max modes (bf16
+// kernels; the host sends them only when softcap_fixed_ok); elsewhere they run as fused.
 template <bool kPolyOk, bool kFixedOk, int NS>
 __device__ __forceinline__ bool update_softcapped(OnlineSoftmax& smx, float (&s)[NS], int mode, float in,
                                                   float sl2, float thr, float (&factor)[2]) {
