@@ -43,7 +43,10 @@ for st in $STAGES; do
       # The feature kernel: a window, a chunk, sinks and softcap at once, on small shapes.
       FF='Features/GpuForward.MatchesReference/b2_sq500_sk640*:Features/GpuForward.MatchesReference/b1_sq1000_sk300_h4x2_d128_bf16_outbf16_TL_sinks*:Ragged/GpuForward.MatchesReference/*_s3:Ragged/GpuForward.MatchesReference/*_s11'
       run memcheck_features compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$FF"
-      run racecheck_features compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Features/GpuForward.MatchesReference/b2_sq500_sk640*' ;;
+      run racecheck_features compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Features/GpuForward.MatchesReference/b2_sq500_sk640*'
+      # Issue 6: the dynamic tile ids (shared-memory slot) and the ragged tile-list pre-kernel.
+      run memcheck_sched compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles'
+      run racecheck_sched compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles' ;;
     bench)
       PYTHONUNBUFFERED=1 run bench python3 bench/gpu/bench.py --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -17 "$OUT/bench.log" ;;
