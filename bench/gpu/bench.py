@@ -253,7 +253,7 @@ def run_feature_shape(la, b, s, h, d, causal, cfgs, l2_bytes):
 
         # Softcap variant (src/cuda/sm90/softcap_mode.h); "" = the library's default.
         env = {"LONGATTN_SOFTCAP_MODE": c.get("mode", ""), "LONGATTN_SOFTCAP_POLY": "",
-               "LONGATTN_TILE": c.get("tile", "")}
+               "LONGATTN_TILE": c.get("tile", ""), "LONGATTN_PINGPONG": c.get("pingpong", "")}
 
         def f(i, kw=kw, env=env):
             os.environ.update(env)
@@ -514,6 +514,10 @@ def features_main(args, la, props, l2):
     other_d = [dense[0], dense[3]] + [r for r in capped if r[1]["mode"] in ("split", "fused")]
     # The feature kernel runs the 128 x 128 tile; the plain dense kernel 128 x 176 without mask.
     dense.insert(1, ("plain, 128 x 128 tile", {"tile": "1"}))
+    # Whether the ping-pong coupling of the two consumer warpgroups is what softcap's longer
+    # softmax runs into.
+    dense.append(("sinks+softcap [fixed], no ping-pong", {**both, "mode": "fixed", "pingpong": "0"}))
+    dense.append(("plain, no ping-pong", {"pingpong": "0"}))
     shapes = [(2, 8192, 16, 128, False, dense), (2, 8192, 16, 128, True, dense),
               (2, 8192, 16, 64, False, other_d), (2, 8192, 16, 256, False, other_d),
               (1, 65536, 16, 128, True, [("plain", {}), ("window 4096", {"wl": 4096}),
