@@ -420,6 +420,10 @@ def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48,
             fns[f"paged {ps} tilelist0"] = (lambda i, kp=kp, vp=vp, op=op, pt=pt, used=used:
                                             with_env({"LONGATTN_TILE_LIST": "0"},
                                                      lambda: la.paged(q, kp, vp, op, pt, causal, used)))
+        if ps in (16, 32, 48):  # V boxes with both 64-column chunks (grouped V layout)
+            fns[f"paged {ps} vgroup"] = (lambda i, kp=kp, vp=vp, op=op, pt=pt, used=used:
+                                         with_env({"LONGATTN_PAGED_VGROUP": "1"},
+                                                  lambda: la.paged(q, kp, vp, op, pt, causal, used)))
     for f in fns.values():
         f(0)
     torch.cuda.synchronize()
@@ -429,7 +433,8 @@ def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48,
     rows = []
     for name, t in ms.items():
         ps = int(name.split()[1]) if name != "dense" else 0
-        extra = ", LONGATTN_TILE_LIST=0" if name.endswith("tilelist0") else ""
+        extra = (", LONGATTN_TILE_LIST=0" if name.endswith("tilelist0")
+                 else ", LONGATTN_PAGED_VGROUP=1" if name.endswith("vgroup") else "")
         rows.append({"b": b, "seq": s, "h": h, "d": d, "causal": causal,
                      "variant": name if ps == 0 else f"paged, page {ps}{extra} (max |diff| vs dense {diffs[ps]:.1e})",
                      "ms": t, "tflops": fl / t / 1e9, "vs_plain": ms["dense"] / t})

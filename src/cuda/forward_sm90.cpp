@@ -191,8 +191,15 @@ Status cuda_forward(const Args& a, const Problem& p) {
   std::string err;
   // Paged boxes shorter than the tile carry one 64-column chunk each (tensor_map.h).
   const int kv_box_rows = paged ? 1 << box_shift : tc.block_n;
+  // LONGATTN_PAGED_VGROUP=1 (A/B switch, off by default): boxes of 16 .. block_n / 2 rows load V
+  // with every 64-column chunk in one TMA, into the grouped V layout (params.h v_group_shift):
+  // page 16 at hdim 128 issues 24 TMAs per key block instead of 32.
+  int bn_shift = 0;
+  while ((1 << bn_shift) < tc.block_n) ++bn_shift;
+  const bool v_grouped = paged && box_shift >= 4 && box_shift < bn_shift && env_is("LONGATTN_PAGED_VGROUP", "1");
   cuda::TileMapSpec mk = map_spec(a.k, dt, kv_box_rows), mv = map_spec(a.v, dt, kv_box_rows);
   if (kv_box_rows < tc.block_n) mk.box_chunks = mv.box_chunks = 1;
+  if (v_grouped) mv.box_chunks = 0;
   if (!(err = cuda::encode_tile_map(map_spec(a.q, dt, tc.block_m), &la.tm_q)).empty() ||
       !(err = cuda::encode_tile_map(mk, &la.tm_k)).empty() || !(err = cuda::encode_tile_map(mv, &la.tm_v)).empty())
     return Status::Error("CUDA backend: " + err);
@@ -278,6 +285,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
     fp.page_magic = pd.magic;
     fp.page_div_shift = pd.shift;
     fp.box_shift = box_shift;
+    fp.v_group_shift = v_grouped ? box_shift : bn_shift;
   }
   la.num_sms = guard.num_sms();
   la.stream = stream;

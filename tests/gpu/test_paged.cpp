@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -166,9 +167,7 @@ std::vector<CaseSpec> paged_cases() {
 
 class GpuPaged : public ::testing::TestWithParam<CaseSpec> {};
 
-TEST_P(GpuPaged, MatchesReference) {
-  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
-  const CaseSpec& s = GetParam();
+void check_paged(const CaseSpec& s) {
   Case c = testing::make_case(s);
   // Keys no output reads (rows past seqused_k in a sequence's pages, the last page's tail,
   // spare pages) hold NaN (Inf for odd seeds): a sequence's last K/V tile fetches some of
@@ -197,6 +196,51 @@ TEST_P(GpuPaged, MatchesReference) {
   EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << ": " << r.failure;
 }
 
+TEST_P(GpuPaged, MatchesReference) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  check_paged(GetParam());
+}
+
+// LONGATTN_PAGED_VGROUP=1 (A/B switch, off by default): V boxes of 16 .. block_n / 2 rows carry
+// every 64-column chunk into the grouped V layout (params.h v_group_shift, gemm_pv). Pages
+// giving such boxes at every head dim (hdim 256: block_n 64), with seqused_k, ragged q,
+// windows, sinks, softcap, 192 / 128, and sizes the switch leaves alone (3, 24, 128).
+std::vector<CaseSpec> vgroup_cases() {
+  std::vector<CaseSpec> v;
+  v.push_back(P(3, 200, 450, 4, 2, 128, 16, true, true, 51));
+  v.push_back(P(2, 300, 517, 4, 2, 128, 32, false, false, 52));
+  v.push_back(P(2, 250, 700, 6, 2, 64, 48, true, true, 53));
+  v.push_back(P(2, 140, 333, 4, 2, 128, 64, true, true, 54));
+  v.push_back(P(2, 90, 250, 4, 2, 256, 16, true, true, 55));
+  v.push_back(P(2, 333, 555, 4, 2, 256, 32, false, true, 56));
+  v.push_back(P(2, 100, 300, 4, 2, 128, 3, true, true, 57));
+  v.push_back(P(2, 90, 250, 4, 2, 256, 24, true, true, 58));
+  v.push_back(P(2, 300, 700, 4, 2, 128, 128, true, true, 59));
+  CaseSpec s = P(4, 300, 600, 4, 2, 128, 16, true, true, 60);
+  s.ragged_q = true;
+  v.push_back(s);
+  s = P(2, 260, 900, 4, 2, 128, 16, true, true, 61);
+  s.dtype = DType::f16;
+  s.out_dtype = DType::f32;
+  s.sinks = true;
+  s.softcap = 15.f;
+  s.mask.window_left = 200;
+  v.push_back(s);
+  s = P(2, 200, 600, 4, 2, 192, 16, true, true, 62);
+  s.dim_v = 128;
+  v.push_back(s);
+  return v;
+}
+
+class GpuPagedVGroup : public ::testing::TestWithParam<CaseSpec> {};
+
+TEST_P(GpuPagedVGroup, MatchesReference) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  setenv("LONGATTN_PAGED_VGROUP", "1", 1);
+  check_paged(GetParam());
+  unsetenv("LONGATTN_PAGED_VGROUP");
+}
+
 std::string spec_name(const ::testing::TestParamInfo<CaseSpec>& i) {
   const CaseSpec& s = i.param;
   return "b" + std::to_string(s.batch) + "_sq" + std::to_string(s.seq_q) + "_sk" + std::to_string(s.seq_k) + "_h" +
@@ -206,11 +250,14 @@ std::string spec_name(const ::testing::TestParamInfo<CaseSpec>& i) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paged, GpuPaged, ::testing::ValuesIn(paged_cases()), spec_name);
+INSTANTIATE_TEST_SUITE_P(PagedVGroup, GpuPagedVGroup, ::testing::ValuesIn(vgroup_cases()), spec_name);
 
 // Host-only: every case above is a valid problem (a case the API refuses would test
 // nothing on the device), and its host reference runs (CPU backend) within the oracle.
 TEST(GpuPagedSpecs, ValidOnHost) {
-  for (const CaseSpec& s : paged_cases()) {
+  std::vector<CaseSpec> all = paged_cases(), vg = vgroup_cases();
+  all.insert(all.end(), vg.begin(), vg.end());
+  for (const CaseSpec& s : all) {
     Case c = testing::make_case(s);
     Status st = validate(c.args);
     EXPECT_TRUE(st.ok()) << testing::describe(s) << ": " << st.message();

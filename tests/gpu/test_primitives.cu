@@ -23,6 +23,7 @@ constexpr int kRows = 64, kDim = 128, kTileBytes = kRows * kDim * 2;
 struct TestCfg {
   using Element = __nv_bfloat16;
   static constexpr int kHeadDim = kDim, kHeadDimV = kDim, kBlockM = kRows, kBlockN = kRows;
+  static constexpr bool kPaged = false;
 };
 
 __device__ int frag_row(int tid, int e) { return (tid / 32) * 16 + (tid % 32) / 4 + 8 * (e / 2); }

@@ -200,7 +200,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         const int32_t n = mask.sk - int32_t(hi - 1) * Cfg::kBlockN;
         if (n < Cfg::kBlockN) {
           ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
-          clear_tail_rows<Cfg>(sm.v(vs.stage), n, wg * 128 + tid);
+          clear_tail_rows<Cfg>(sm.v(vs.stage), n, wg * 128 + tid, uint32_t(p.v_group_shift));
         }
       }
     };
@@ -236,7 +236,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         // operand of any wgmma in flight here.
         if (rescale) rescale_rows(o, factor);
         ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
-        gemm_pv<Cfg>(o, pf, sm.v(vs.stage));
+        gemm_pv<Cfg>(o, pf, sm.v(vs.stage), uint32_t(p.v_group_shift));
         turn.pass_turn();
         ptx::wgmma_wait<1>();
         ptx::pin(s);
@@ -256,7 +256,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
       if (lo == hi - 1) clear_v_tail();  // a single key block: V[lo] is V[hi - 1]
       turn.wait_turn();
-      gemm_pv<Cfg>(o, pf, sm.v(vs.stage));
+      gemm_pv<Cfg>(o, pf, sm.v(vs.stage), uint32_t(p.v_group_shift));
       turn.pass_turn();
       ptx::wgmma_wait<0>();
       ptx::pin(o);

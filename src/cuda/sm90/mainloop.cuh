@@ -113,6 +113,19 @@ struct Producer {
     ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (kDim * 2));
     if (r == uint32_t(Cfg::kBlockN)) {  // whole tile in one page: one box, every chunk
       ptx::tma_load_5d(dst, tm, full, 0, int32_t(row), 0, hk, page);
+    } else if (!kIsK && uint32_t(p.v_group_shift) == shift) {  // grouped V: a box has every chunk
+      for (uint32_t i = 0; i < boxes; ++i) {
+        uint32_t next_row = row + r, next_pg = pg;
+        if (next_row == uint32_t(p.page_size)) {
+          next_row = 0;
+          ++next_pg;
+        }
+        const int32_t next = i + 1 < boxes ? __ldg(p.page_table + (pt_off + int32_t(next_pg))) : 0;
+        ptx::tma_load_5d(dst + (i << shift) * (kDim * 2), tm, full, 0, int32_t(row), 0, hk, page);
+        row = next_row;
+        pg = next_pg;
+        page = next;
+      }
     } else {
       for (uint32_t i = 0; i < boxes; ++i) {
         uint32_t next_row = row + r, next_pg = pg;
@@ -167,8 +180,24 @@ struct Producer {
 // NOTES: all consumer warpgroups must call it for the same tile, outside their ping-pong
 // turns (a warpgroup waiting here while holding the turn would deadlock the other).
 template <class Cfg>
-__device__ __forceinline__ void clear_tail_rows(uint8_t* stage, int32_t first_row, int ctid) {
+__device__ __forceinline__ void clear_tail_rows(uint8_t* stage, int32_t first_row, int ctid, uint32_t g_shift) {
   constexpr int kThreads = 128 * Cfg::kWGs;
+  if constexpr (Cfg::kPaged) {
+    if ((1u << g_shift) != uint32_t(Cfg::kBlockN)) {  // grouped V (params.h v_group_shift)
+      const uint32_t g = 1u << g_shift;
+      const int32_t words = (Cfg::kBlockN - first_row) * 32;
+      for (int32_t u = ctid; u < words; u += kThreads) {
+        const uint32_t row = uint32_t(first_row) + (uint32_t(u) >> 5);
+        uint32_t* base = reinterpret_cast<uint32_t*>(stage + (row >> g_shift) * g * (Cfg::kHeadDimV * 2) +
+                                                     (row & (g - 1)) * 128) + (u & 31);
+#pragma unroll
+        for (int c = 0; c < Cfg::kHeadDimV / 64; ++c) base[c * g * 32] = 0u;
+      }
+      ptx::fence_proxy_async_smem();
+      ptx::named_sync(ptx::kBarClearTail, kThreads);
+      return;
+    }
+  }
   // NOTES: 4-byte stores of zero (STS from RZ): 16-byte stores need four zeroed registers,
   // and with them the hdim-256 ragged consumer spilled 8 bytes. At most 32 stores per thread,
   // once per tile.
@@ -199,17 +228,26 @@ __device__ __forceinline__ void gemm_qk(float (&s)[Cfg::kBlockN / 2], const uint
 }
 
 // O(64 x hdim_v) += P(64 x kBlockN, registers) V(kBlockN x hdim_v, MN-major): kBlockN/16 RS wgmmas.
+// Paged kernel: V may be grouped (params.h v_group_shift, g = 2^g_shift rows >= 16): the k16
+// step kk lies in group kk 16 / g at row (kk 16) % g, chunks g x 128 bytes apart. g = kBlockN
+// is the usual tile (the same descriptors as the other kernels).
 template <class Cfg>
 __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDimV / 2],
                                         const uint32_t (&p)[Cfg::kBlockN / 4],
-                                        const uint8_t* v_stage) {
+                                        const uint8_t* v_stage, uint32_t g_shift = 0) {
   using T = typename Cfg::Element;
   uint32_t va = ptx::smem_u32(v_stage);
   ptx::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
     const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
-    uint64_t db = ptx::desc_mn_major(va + kk * 16 * 128, Cfg::kBlockN * 128);
+    uint32_t off = kk * 16 * 128, lbo = Cfg::kBlockN * 128;
+    if constexpr (Cfg::kPaged) {
+      const uint32_t r0 = kk * 16;
+      off = (r0 >> g_shift) * ((Cfg::kHeadDimV * 2) << g_shift) + ((r0 & ((1u << g_shift) - 1)) << 7);
+      lbo = 128u << g_shift;
+    }
+    uint64_t db = ptx::desc_mn_major(va + off, lbo);
     ptx::wgmma_rs<T, Cfg::kHeadDimV, 1>(o, a, db, true);
   }
   ptx::wgmma_commit();

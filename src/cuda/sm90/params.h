@@ -76,6 +76,11 @@ struct FwdParams {
   int32_t page_size = 0;
   uint32_t page_magic = 1, page_div_shift = 0;
   int32_t box_shift = 0;
+  // log2 of the rows of a V "group" in shared memory: V stage = [group][64-column chunk][rows
+  // of the group][64]. log2(kBlockN): the usual [chunk][kBlockN][64] tile. box_shift (>= 4,
+  // < log2 kBlockN; LONGATTN_PAGED_VGROUP=1): a V box holds every chunk of its rows, one TMA
+  // per box instead of one per chunk (paged kernel only; mainloop.cuh gemm_pv).
+  int32_t v_group_shift = 0;
 };
 
 }  // namespace longattn::cuda::sm90
