@@ -224,12 +224,11 @@ Status cuda_forward(const Args& a, const Problem& p) {
       fp.softcap_in = float(double(p.scale) / double(p.softcap));
       fp.feat_scale_log2 = float(double(p.softcap) * 1.4426950408889634);
     }
-    // How tanh and exp2 share the MUFU and FMA pipes (softcap_mode.h); LONGATTN_SOFTCAP_MODE
-    // is an A/B measurement switch (LONGATTN_SOFTCAP_POLY=1, the earlier one, = poly8).
-    // Fixed-max modes only where P keeps its range (bf16 in, cap <= 52), else their
-    // running-max counterpart.
+    // How the softcapped softmax runs (softcap_mode.h; default fixed); LONGATTN_SOFTCAP_MODE
+    // is an A/B measurement switch (LONGATTN_SOFTCAP_POLY=1, the earlier one, = fixed8).
+    // Fixed-max modes only where P keeps its range (bf16 in, cap <= 52), else fused.
     cuda::sm90::SoftcapMode mode = env_is("LONGATTN_SOFTCAP_POLY", "1")
-                                       ? cuda::sm90::kCapPoly8
+                                       ? cuda::sm90::kCapFixedPoly8
                                        : cuda::sm90::parse_softcap_mode(std::getenv("LONGATTN_SOFTCAP_MODE"));
     if (!cuda::sm90::softcap_fixed_ok(p.in_dtype == DType::bf16, double(p.softcap)))
       mode = cuda::sm90::softcap_unfixed(mode);

@@ -120,18 +120,33 @@ TEST(SoftcapMode, ParsesEveryName) {
   EXPECT_EQ(sm90::parse_softcap_mode("bogus"), sm90::kSoftcapDefault);
   EXPECT_EQ(sm90::parse_softcap_mode("split"), sm90::kCapSplit);
   EXPECT_EQ(sm90::parse_softcap_mode("fused"), sm90::kCapFused);
-  EXPECT_EQ(sm90::parse_softcap_mode("poly4"), sm90::kCapPoly4);
-  EXPECT_EQ(sm90::parse_softcap_mode("poly6"), sm90::kCapPoly6);
-  EXPECT_EQ(sm90::parse_softcap_mode("poly8"), sm90::kCapPoly8);
-  EXPECT_EQ(sm90::parse_softcap_mode("poly10"), sm90::kCapPoly10);
-  EXPECT_EQ(sm90::parse_softcap_mode("poly12"), sm90::kCapPoly12);
-  EXPECT_EQ(sm90::parse_softcap_mode("f16"), sm90::kCapTanhF16);
   EXPECT_EQ(sm90::parse_softcap_mode("fixed"), sm90::kCapFixed);
   EXPECT_EQ(sm90::parse_softcap_mode("fixed8"), sm90::kCapFixedPoly8);
-  EXPECT_EQ(sm90::parse_softcap_mode("fixed12"), sm90::kCapFixedPoly12);
-  EXPECT_EQ(sm90::softcap_poly16(sm90::kCapFixedPoly12), 12);
-  EXPECT_EQ(sm90::softcap_poly16(sm90::kCapPoly10), 10);
-  EXPECT_EQ(sm90::softcap_poly16(sm90::kCapFused), 0);
+  EXPECT_EQ(sm90::parse_softcap_mode("fixedx"), sm90::kCapFixedExpTanh);
+  EXPECT_EQ(sm90::parse_softcap_mode("fixedx8"), sm90::kCapFixedExpTanh8);
+  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixedExpTanh8), sm90::kCapFused);
+  EXPECT_EQ(sm90::kSoftcapDefault, sm90::kCapFixed);
+}
+
+// tanh from w = 2^(-2 |u| log2 e) (the fixedx mode): the quintic's absolute error over the
+// whole range of u, both signs, including the saturated tail (w -> 0) and u = 0 (w = 1).
+TEST(TanhFromW, AbsoluteErrorOverTheWholeRange) {
+  double worst = 0.0, at = 0.0;
+  auto check = [&](double u) {
+    const float w = float(std::exp2(-2.0 * std::fabs(u) * 1.4426950408889634));
+    const double e = std::fabs(double(ptx::tanh_from_w(w, float(u))) - std::tanh(u));
+    if (!(e <= worst)) {
+      worst = e;
+      at = u;
+    }
+  };
+  for (int i = -400000; i <= 400000; ++i) check(double(i) * 5e-5);  // [-20, 20]
+  for (double u : {0.0, -0.0, 1e-30, 30.0, -30.0, 100.0, 1e30, -1e30}) check(u);
+  printf("tanh_from_w: max absolute error %.3e at u = %.6g (bound %.2e)\n", worst, at,
+         ptx::kTanhFromWMaxAbsErr);
+  EXPECT_LE(worst, ptx::kTanhFromWMaxAbsErr);
+  EXPECT_GE(worst, 0.9 * 7.43e-5);  // the Remez error: a broken coefficient would show
+  EXPECT_LT(ptx::kTanhFromWMaxAbsErr, 1.0 / 2048.0);  // no worse than tanh.approx.f32 (2^-11)
 }
 
 // Fixed-max modes: the exponent (t - m0) cap log2 e with t in [-1, 1] and m0 = max(0, sink)
@@ -143,9 +158,9 @@ TEST(SoftcapMode, FixedMaxRangeAndFallback) {
   EXPECT_FALSE(sm90::softcap_fixed_ok(true, 52.1));
   EXPECT_FALSE(sm90::softcap_fixed_ok(false, 10.0));  // f16 P: 2^-14 would underflow
   EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixed), sm90::kCapFused);
-  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixedPoly8), sm90::kCapPoly8);
-  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixedPoly12), sm90::kCapPoly12);
-  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapPoly6), sm90::kCapPoly6);
+  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixedPoly8), sm90::kCapFused);
+  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixedExpTanh), sm90::kCapFused);
+  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapSplit), sm90::kCapSplit);
   const float lo = float(-sm90::kFixedMaxLog2), hi = float(sm90::kFixedMaxLog2);
   EXPECT_GE(ptx::exp2_poly(lo), std::ldexp(1.f, -126) * 1e6f);  // normal, far from the bottom
   EXPECT_LE(rel_err(lo), ptx::kExp2PolyMaxRelErr);

@@ -1,10 +1,10 @@
-// 2^x on the FMA pipe (no MUFU), for the softcapped softmax (sm90/softmax.cuh): with softcap
-// every logit needs a tanh and an exp2, which at head dim 128 saturates the MUFU (16 ops per
-// clock per SM, as much time as the tensor cores need for the tile); a fraction of the exp2s
-// done here moves work to the FMA pipe, which has room.
+// FMA-pipe math for the softcapped softmax (sm90/softmax.cuh, sm90/softcap_mode.h): with
+// softcap every logit needs a tanh and an exp2 on the MUFU (16 ops per clock per SM, as long
+// as the tensor cores take for the tile at head dim 128); these move part of that work to
+// the FMA pipe: 2^x (exp2_poly), and tanh from an ex2 (tanh_from_w).
 //
 // Host and device: the host test (tests/gpu/test_exp2_poly.cpp) runs this exact arithmetic
-// (fmaf is correctly rounded on both) against exp2 in double.
+// (fmaf is correctly rounded on both) against exp2 / tanh in double.
 #pragma once
 
 #include <cmath>
@@ -73,6 +73,22 @@ LONGATTN_HD float exp2_poly(float x) {
   y = fmaf(y, f, kExp2C1);
   y = fmaf(y, f, 1.f);
   return bits_f32(int32_t(uint32_t(f32_bits(y)) + (uint32_t(f32_bits(j)) << 23)));
+}
+
+// tanh(u) from w = 2^(-2 |u| log2 e) (MUFU ex2 on the device) and the sign of u:
+// (1 - w) / (1 + w) by a quintic minimax in w on [0, 1] (Remez, absolute error 7.43e-5 =
+// 2^-13.7, below tanh.approx.f32's 2^-11), copysign'd. 5 FFMA + 1 LOP3 besides the ex2 and
+// its FMUL: moves tanh off the MUFU's tanh op onto its ex2 op (softcap_mode.h kCapFixedExpTanh).
+inline constexpr float kTanhW0 = 0.999925662f, kTanhW1 = -1.99388312f, kTanhW2 = 1.91725268f,
+                       kTanhW3 = -1.5698507f, kTanhW4 = 0.868318387f, kTanhW5 = -0.221837253f;
+inline constexpr double kTanhFromWMaxAbsErr = 7.5e-5;  // host test bound (w exact in float)
+LONGATTN_HD float tanh_from_w(float w, float sign_of) {
+  float y = fmaf(kTanhW5, w, kTanhW4);
+  y = fmaf(y, w, kTanhW3);
+  y = fmaf(y, w, kTanhW2);
+  y = fmaf(y, w, kTanhW1);
+  y = fmaf(y, w, kTanhW0);
+  return copysignf(y, sign_of);
 }
 
 }  // namespace longattn::cuda::ptx

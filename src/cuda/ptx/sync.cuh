@@ -1,5 +1,6 @@
 // Warp-specialization primitives: setmaxnreg and named barriers; the MUFU math of the softmax
-// (ex2, tanh, packed f16 tanh).
+// (ex2, tanh). NOTES: tanh.approx.f16x2 is two MUFU.TANH.F16 ops on sm_90a (cuobjdump) and
+// ran slower as a softcap variant (softcap_mode.h).
 #pragma once
 
 #include <cstdint>
@@ -41,19 +42,6 @@ __device__ __forceinline__ float tanh_approx(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
-}
-
-// tanh of two floats through tanh.approx.f16x2 (one pack, two f16 results, two unpacks).
-// NOTES: on sm_90a this is still two MUFU.TANH.F16 instructions (cuobjdump), so it only
-// pays if the f16 MUFU op is faster than the f32 one; kept as a measured softcap variant.
-// Error: the f16 argument (relative 2^-11, |d tanh/du| u <= 0.45) and the f16 result
-// (absolute 2^-12 in [1/2, 1)) add about 2^-11.5 absolute to the approximation's own error.
-__device__ __forceinline__ void tanh2_f16(float a, float b, float& ta, float& tb) {
-  uint32_t h;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(b), "f"(a));  // a in the low half
-  asm("tanh.approx.f16x2 %0, %0;" : "+r"(h));
-  asm("{\n .reg .f16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.f32.f16 %0, lo;\n cvt.f32.f16 %1, hi;\n}"
-      : "=f"(ta), "=f"(tb) : "r"(h));
 }
 
 }  // namespace longattn::cuda::ptx

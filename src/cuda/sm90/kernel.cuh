@@ -184,7 +184,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
           return update_softcapped<(Cfg::kHeadDim > 64 && Cfg::kHeadDim <= 128 && !Cfg::kPaged), kFixedOk>(
               smx, s, p.softcap_mode, p.softcap_in, sl2, p.rescale_threshold, factor);
         if (kFixedOk && p.softcap_in != 0.f && softcap_is_fixed(p.softcap_mode))  // capped, masked
-          return smx.template update_fixed<0, false>(s, 0.f, sl2, factor);
+          return smx.template update_fixed<0, false, 0>(s, 0.f, sl2, factor);
         return smx.update(s, sl2, p.rescale_threshold, factor);
       } else {
         return smx.update(s, p.scale_log2, p.rescale_threshold, factor);

@@ -8,6 +8,10 @@
 // more than `threshold` log2 units; otherwise P may reach 2^threshold (fine in fp32 and in
 // bf16/f16 P), and the O rescale is skipped for the whole warp when no row moved.
 // threshold <= 0 selects always-rescale (classic FlashAttention-2).
+//
+// Softcap (feature kernel) has its own updates, chosen per call (softcap_mode.h): fused
+// (update_capped: tanh inside the running-max update) and fixed (update_fixed: capped logits
+// are bounded, so a constant max replaces the running one).
 #pragma once
 
 #include <cstdint>
@@ -63,15 +67,12 @@ struct OnlineSoftmax {
     return __any_sync(0xffffffffu, any);
   }
 
-  // The softcapped update (fused softcap modes, softcap_mode.h): `s` holds raw logits (raw
-  // Q.K units, no element mask: blocks with one take the split path), P replaces them. tanh is monotonic, so the row max
-  // is taken on the raw logits and capped with one tanh per row; each logit is then capped and
-  // exponentiated in one pass, so the MUFU has no idle gap between a tanh pass and an exp2
-  // pass, and the FMA-pipe exp2s (kPoly16 of every 16 column groups, ptx::exp2_poly)
-  // interleave with the MUFU ops of the others. `in` = scale / cap; the m / l state is in
-  // capped units (tanh values) as with the split mode, so finalize and sinks are unchanged.
-  // kF16: tanh through tanh.approx.f16x2 (ptx::tanh2_f16).
-  template <int kPoly16, bool kF16, int NS>
+  // The fused softcap update (softcap_mode.h kCapFused): `s` holds raw logits (raw Q.K
+  // units; blocks with an element mask take the split path), P replaces them. tanh is
+  // monotonic, so the row max is taken on the raw logits and capped with one tanh per row;
+  // each logit is then capped and exponentiated in one pass. `in` = scale / cap; m / l are
+  // in capped units (tanh values) as with the split mode, so finalize and sinks are unchanged.
+  template <int NS>
   __device__ bool update_capped(float (&s)[NS], float in, float scale_log2, float threshold,
                                 float (&factor)[2]) {
     bool any = false;
@@ -86,21 +87,11 @@ struct OnlineSoftmax {
       const float ms = move_max(r, mx, scale_log2, threshold, factor, any);
       float sum = 0.f;
 #pragma unroll
-      for (int c = 0; c < NS / 4; ++c) {
-        float t[2];
-        if constexpr (kF16) {
-          ptx::tanh2_f16(s[4 * c + 2 * r] * in, s[4 * c + 2 * r + 1] * in, t[0], t[1]);
-        } else {
-          t[0] = ptx::tanh_approx(s[4 * c + 2 * r] * in);
-          t[1] = ptx::tanh_approx(s[4 * c + 2 * r + 1] * in);
-        }
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float x = fmaf(t[e], scale_log2, -ms);
-          const float p = softcap_poly_col(c, kPoly16) ? ptx::exp2_poly(x) : ptx::exp2_approx(x);
-          s[4 * c + 2 * r + e] = p;
-          sum += p;
-        }
+      for (int i = 0; i < NS / 2; ++i) {
+        const int k = 4 * (i / 2) + 2 * r + i % 2;
+        const float p = ptx::exp2_approx(fmaf(ptx::tanh_approx(s[k] * in), scale_log2, -ms));
+        s[k] = p;
+        sum += p;
       }
       l[r] = l[r] * factor[r] + sum;
     }
@@ -120,9 +111,12 @@ struct OnlineSoftmax {
 
   // The fixed-max update: P = 2^((t - m0) scale_log2) with t = tanh(s * in) (kCap: raw
   // logits, a block without element mask) or t = s (already capped and masked: -inf gives
-  // 0). No max, no shuffle; factor = 1 and no rescale ever.
-  template <int kPoly16, bool kCap, int NS>
+  // 0). No max, no shuffle; factor = 1 and no rescale ever. kPoly16 of every 16 column groups
+  // take exp2 on the FMA pipe; kExpTanh16 of every 16 take tanh from MUFU ex2 + a quintic
+  // (ptx::tanh_from_w) instead of MUFU tanh.
+  template <int kPoly16, bool kCap, int kExpTanh16, int NS>
   __device__ bool update_fixed(float (&s)[NS], float in, float scale_log2, float (&factor)[2]) {
+    const float w_scale = -2.f * 1.44269504f * in;  // w = 2^(-2 |u| log2 e), u = s * in
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float ms = m[r] * scale_log2;
@@ -132,7 +126,10 @@ struct OnlineSoftmax {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float t = s[4 * c + 2 * r + e];
-          if constexpr (kCap) t = ptx::tanh_approx(t * in);
+          if constexpr (kCap) {
+            t = softcap_poly_col(c, kExpTanh16) ? ptx::tanh_from_w(ptx::exp2_approx(fabsf(t) * w_scale), t)
+                                                : ptx::tanh_approx(t * in);
+          }
           const float x = fmaf(t, scale_log2, -ms);
           const float p = softcap_poly_col(c, kPoly16) ? ptx::exp2_poly(x) : ptx::exp2_approx(x);
           s[4 * c + 2 * r + e] = p;
@@ -184,35 +181,23 @@ __device__ __forceinline__ void softcap(float (&s)[NS], float in) {
   for (int i = 0; i < NS; ++i) s[i] = ptx::tanh_approx(s[i] * in);
 }
 
-// The fused softcap modes' update (softcap_mode.h) on a block without element mask.
-// kPolyOk: compile the FMA-pipe exp2 variants (head dim 128, not paged; elsewhere the poly
-// modes run as kCapFused). NOTES: with them the hdim-64 consumer (160 registers) spilled 16
-// bytes and the paged hdim-128 one (224) 8; at hdim 256 the MUFU is not the limit (twice the
-// GEMM work per logit).
-// kFixedOk: compile the fixed-max modes (bf16 kernels; the host sends them only when
-// softcap_fixed_ok).
+// The fused / fixed softcap modes' update (softcap_mode.h) on a block without element mask.
+// kPolyOk: compile the FMA-pipe variants (fixed8, fixedx, fixedx8; head dim 128, not paged;
+// elsewhere they run as fixed). NOTES: with them the hdim-64 consumer (160 registers) spilled
+// 16 bytes and the paged hdim-128 one (224) 8. kFixedOk: compile the fixed-max modes (bf16
+// kernels; the host sends them only when softcap_fixed_ok); elsewhere they run as fused.
 template <bool kPolyOk, bool kFixedOk, int NS>
 __device__ __forceinline__ bool update_softcapped(OnlineSoftmax& smx, float (&s)[NS], int mode, float in,
                                                   float sl2, float thr, float (&factor)[2]) {
   if constexpr (kFixedOk) {
     if constexpr (kPolyOk) {
-      if (mode == kCapFixedPoly8) return smx.template update_fixed<8, true>(s, in, sl2, factor);
-      if (mode == kCapFixedPoly12) return smx.template update_fixed<12, true>(s, in, sl2, factor);
+      if (mode == kCapFixedPoly8) return smx.template update_fixed<8, true, 0>(s, in, sl2, factor);
+      if (mode == kCapFixedExpTanh) return smx.template update_fixed<0, true, 16>(s, in, sl2, factor);
+      if (mode == kCapFixedExpTanh8) return smx.template update_fixed<0, true, 8>(s, in, sl2, factor);
     }
-    if (softcap_is_fixed(mode)) return smx.template update_fixed<0, true>(s, in, sl2, factor);
+    if (softcap_is_fixed(mode)) return smx.template update_fixed<0, true, 0>(s, in, sl2, factor);
   }
-  if constexpr (kPolyOk) {
-    switch (mode) {
-      case kCapPoly4: return smx.template update_capped<4, false>(s, in, sl2, thr, factor);
-      case kCapPoly6: return smx.template update_capped<6, false>(s, in, sl2, thr, factor);
-      case kCapPoly8: return smx.template update_capped<8, false>(s, in, sl2, thr, factor);
-      case kCapPoly10: return smx.template update_capped<10, false>(s, in, sl2, thr, factor);
-      case kCapPoly12: return smx.template update_capped<12, false>(s, in, sl2, thr, factor);
-      default: break;
-    }
-  }
-  if (mode == kCapTanhF16) return smx.template update_capped<0, true>(s, in, sl2, thr, factor);
-  return smx.template update_capped<0, false>(s, in, sl2, thr, factor);
+  return smx.template update_capped(s, in, sl2, thr, factor);
 }
 
 template <int NO>
