@@ -36,6 +36,19 @@ struct Shape {
   std::string name() const;
 };
 
+// A dense shape (every other field at its default).
+inline Shape dense_shape(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, bool causal) {
+  Shape s;
+  s.batch = b;
+  s.seq_q = sq;
+  s.seq_k = sk;
+  s.heads_q = hq;
+  s.heads_kv = hkv;
+  s.dim = d;
+  s.causal = causal;
+  return s;
+}
+
 struct CheckResult {
   Status status;
   double max_err = 0, naive_err = 0, lse_err = 0, lse_naive = 0;

@@ -35,14 +35,7 @@ TEST_P(GpuForward, MatchesReference) {
 
 Shape S(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, bool causal,
         DType in = DType::bf16, DType out = DType::bf16) {
-  Shape s;
-  s.batch = b;
-  s.seq_q = sq;
-  s.seq_k = sk;
-  s.heads_q = hq;
-  s.heads_kv = hkv;
-  s.dim = d;
-  s.causal = causal;
+  Shape s = dense_shape(b, sq, sk, hq, hkv, d, causal);
   s.in = in;
   s.out = out;
   s.seed = uint64_t(b * 131 + sq * 7 + sk * 3 + hq + d + causal);

@@ -20,14 +20,7 @@ namespace longattn::gputest {
 namespace {
 
 Shape shape(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, bool causal) {
-  Shape s;
-  s.batch = b;
-  s.seq_q = sq;
-  s.seq_k = sk;
-  s.heads_q = hq;
-  s.heads_kv = hkv;
-  s.dim = d;
-  s.causal = causal;
+  Shape s = dense_shape(b, sq, sk, hq, hkv, d, causal);
   s.rows_per_head = 40;
   return s;
 }
