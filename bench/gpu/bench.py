@@ -24,15 +24,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 def visible_pairs(sq, sk, causal):
-    if not causal:
-        return sq * sk
-    # bottom-right: query i sees keys <= i + sk - sq
-    off = sk - sq
-    tot = 0
-    # closed form over rows: min(sk, max(0, i + off + 1))
-    for i in range(sq):  # sq <= 16k: cheap enough
-        tot += min(sk, max(0, i + off + 1))
-    return tot
+    """Visible (query, key) pairs, bottom-right causal (closed form: visible_pairs_fast)."""
+    return visible_pairs_fast(sq, sk, causal)
 
 
 def visible_pairs_mask(sq, sk, causal, wl=-1, wr=-1, chunk=0):
@@ -177,17 +170,22 @@ def time_interleaved(fns, nsets, warmup=2, iters=12, sequential=False):
     return {k: statistics.median(v) for k, v in ts.items()}
 
 
+def input_sets(gen, nsets, b, s, hq, hk, d, dtype=torch.bfloat16):
+    """nsets tuples (q, k, v, out) of random (b, s, heads, d) tensors on the GPU."""
+    sets = []
+    for _ in range(nsets):
+        q = torch.randn(b, s, hq, d, device="cuda", dtype=dtype, generator=gen)
+        k = torch.randn(b, s, hk, d, device="cuda", dtype=dtype, generator=gen)
+        v = torch.randn(b, s, hk, d, device="cuda", dtype=dtype, generator=gen)
+        sets.append((q, k, v, torch.empty_like(q)))
+    return sets
+
+
 def run_shape(la, b, s, h, d, causal, dtype, l2_bytes, variants, sequential=False):
     per_set = 4 * b * s * h * d * 2  # q, k, v, out
     nsets = max(2, -(-3 * l2_bytes // per_set))
     gen = torch.Generator(device="cuda").manual_seed(1000 + s + d + int(causal))
-    sets = []
-    for _ in range(nsets):
-        q = torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen)
-        k = torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen)
-        v = torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen)
-        o = torch.empty_like(q)
-        sets.append((q, k, v, o))
+    sets = input_sets(gen, nsets, b, s, h, h, d, dtype)
     flops = 4.0 * b * h * d * visible_pairs(s, s, causal)
     row = {"b": b, "seq": s, "h": h, "d": d, "causal": causal}
 
@@ -239,12 +237,7 @@ def run_feature_shape(la, b, s, h, d, causal, cfgs, l2_bytes):
     per_set = 4 * b * s * h * d * 2
     nsets = max(2, -(-3 * l2_bytes // per_set))
     gen = torch.Generator(device="cuda").manual_seed(2000 + s + d + int(causal))
-    sets = []
-    for _ in range(nsets):
-        q = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-        k = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-        v = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-        sets.append((q, k, v, torch.empty_like(q)))
+    sets = input_sets(gen, nsets, b, s, h, h, d)
     sinks = torch.rand(h, device="cuda", dtype=torch.float32, generator=gen) * 4 - 1
     fns, flops = {}, {}
     for name, c in cfgs:
@@ -594,12 +587,7 @@ def run_long_shape(la, b, s, hq, hk, d, causal, variants, iters):
     longattn variants, interleaved on the same inputs, 2 input sets."""
     nsets = 2
     gen = torch.Generator(device="cuda").manual_seed(3000 + s + int(causal))
-    sets = []
-    for _ in range(nsets):
-        q = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-        k = torch.randn(b, s, hk, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-        v = torch.randn(b, s, hk, d, device="cuda", dtype=torch.bfloat16, generator=gen)
-        sets.append((q, k, v, torch.empty_like(q)))
+    sets = input_sets(gen, nsets, b, s, hq, hk, d)
     flops = 4.0 * b * hq * d * visible_pairs_fast(s, s, causal)
     row = {"b": b, "seq": s, "hq": hq, "hk": hk, "d": d, "causal": causal}
     fns, ref = {}, None
