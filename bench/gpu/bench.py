@@ -52,6 +52,7 @@ def visible_pairs_mask(sq, sk, causal, wl=-1, wr=-1, chunk=0):
 # any A/B of the tile order): every entry sets every switch, so no setting leaks from one
 # timed call into the next. "default" is what ships.
 SCHED_BASE = {"LONGATTN_SECTIONS": "", "LONGATTN_L2_BYTES": "", "LONGATTN_TILE_LIST": "", "LONGATTN_DYNAMIC": "",
+              "LONGATTN_TILE_ORDER": "",
               "LONGATTN_SPLITS": ""}
 SCHED_VARIANTS = [
     ("default", SCHED_BASE),
@@ -312,20 +313,23 @@ def ragged_rows(la, causal, l2_bytes):
     torch.cuda.synchronize()
     if torch.isnan(rs[0][3]).any().item():
         print("  ragged: NaN in the output (unwritten?)", file=sys.stderr)
-    def fp(i):  # the padded (batch x q-blocks of the longest) grid, without the tile list
-        os.environ["LONGATTN_TILE_LIST"] = "0"
-        fr(i)
-        os.environ["LONGATTN_TILE_LIST"] = ""
-    ms = time_interleaved({"ragged": fr, "dense": fd, "padded": fp}, nsets)
+    variants = {  # name: (env, row label); the padded grid is the (batch x q-blocks of the longest) grid
+        "padded": ({"LONGATTN_TILE_LIST": "0"}, "ragged, padded grid (LONGATTN_TILE_LIST=0)"),
+        "cost": ({"LONGATTN_TILE_ORDER": "cost"}, "ragged, cost-sorted list (LONGATTN_TILE_ORDER=cost)"),
+        "counter": ({"LONGATTN_DYNAMIC": "1"}, "ragged, list + counter (LONGATTN_DYNAMIC=1)"),
+    }
+    fns = {"ragged": fr, "dense": fd}
+    for name, (env, _) in variants.items():
+        fns[name] = (lambda e: lambda i: with_env(e, lambda: fr(i)))(env)
+    ms = time_interleaved(fns, nsets)
     fl_r = 4.0 * h * d * pairs
     fl_d = 4.0 * bd * h * d * visible_pairs_mask(4096, 4096, causal)
     out = [{"b": 64, "seq": total, "h": h, "d": d, "causal": causal, "variant": "ragged 64 x 100..8k",
             "ms": ms["ragged"], "tflops": fl_r / ms["ragged"] / 1e9},
            {"b": bd, "seq": 4096, "h": h, "d": d, "causal": causal, "variant": f"dense {bd} x 4096",
             "ms": ms["dense"], "tflops": fl_d / ms["dense"] / 1e9},
-           {"b": 64, "seq": total, "h": h, "d": d, "causal": causal,
-            "variant": "ragged, padded grid (LONGATTN_TILE_LIST=0)",
-            "ms": ms["padded"], "tflops": fl_r / ms["padded"] / 1e9}]
+           ] + [{"b": 64, "seq": total, "h": h, "d": d, "causal": causal, "variant": label,
+                 "ms": ms[name], "tflops": fl_r / ms[name] / 1e9} for name, (_, label) in variants.items()]
     del rs, ds
     torch.cuda.empty_cache()
     return out

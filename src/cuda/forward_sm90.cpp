@@ -359,6 +359,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
     // LONGATTN_TILE_LIST=1 forces the list (tests), =0 the padded grid.
     const bool varying = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k;
     la.tile_list = ragged && (varying || env_is("LONGATTN_TILE_LIST", "1")) && !env_is("LONGATTN_TILE_LIST", "0");
+    // LONGATTN_TILE_ORDER=cost: the cost-sorted item order (tile_list.cuh) instead of the
+    // sequence-major one (A/B measurement).
+    la.cost_order = env_is("LONGATTN_TILE_ORDER", "cost");
     // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
     la.list_items = fp.batch * fp.num_m_blocks;
     if (p.q_ragged) la.list_items = std::min(la.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);
