@@ -247,7 +247,8 @@ def run_feature_shape(la, b, s, h, d, causal, cfgs, l2_bytes):
 
         # Softcap variant (src/cuda/sm90/softcap_mode.h); "" = the library's default.
         env = {"LONGATTN_SOFTCAP_MODE": c.get("mode", ""), "LONGATTN_SOFTCAP_POLY": "",
-               "LONGATTN_TILE": c.get("tile", ""), "LONGATTN_PINGPONG": c.get("pingpong", "")}
+               "LONGATTN_TILE": c.get("tile", ""), "LONGATTN_PINGPONG": c.get("pingpong", ""),
+               "LONGATTN_SOFTCAP_2WG": c.get("two_wg", "")}
 
         def f(i, kw=kw, env=env):
             os.environ.update(env)
@@ -509,19 +510,25 @@ def paged_main(args, la, props, l2):
 def features_main(args, la, props, l2):
     both = {"softcap": 30.0, "sinks": True}
     # Softcap A/B: every mode of src/cuda/sm90/softcap_mode.h on the same inputs (the rows
-    # without "mode" run the library's default, fixed); fixed8 / fixedx / fixedx8 compile at hdim 128 only.
-    modes = ["split", "fused", "fixed", "fixed8", "fixedx", "fixedx8"]
+    # without "mode" run the library's default, fixed); fixed8 / fixedx / fixedx8 / fixedh / fixed8h / fused8
+    # compile at hdim 128 (and on the two-warpgroup hdim-64 tile, LONGATTN_SOFTCAP_2WG=1).
+    modes = ["split", "fused", "fixed", "fixed8", "fixedx", "fixedx8", "fixedh", "fixed8h", "fused8"]
     capped = [(f"sinks+softcap [{m}]", {**both, "mode": m}) for m in modes]
     dense = [("plain", {}), ("sinks", {"sinks": True}), ("softcap", {"softcap": 30.0}), ("sinks+softcap", both)] + capped
     other_d = [dense[0], dense[3]] + [r for r in capped if r[1]["mode"] in ("split", "fused")]
+    # hdim 64: the dense three-warpgroup tile (fused only) against the ragged two-warpgroup
+    # tile, where every mode compiles.
+    d64 = other_d + [(f"sinks+softcap [{m}], 2-WG tile", {**both, "mode": m, "two_wg": "1"})
+                     for m in ("fused", "fused8", "fixed", "fixed8")]
     # The feature kernel runs the 128 x 128 tile; the plain dense kernel 128 x 176 without mask.
     dense.insert(1, ("plain, 128 x 128 tile", {"tile": "1"}))
     # Whether the ping-pong coupling of the two consumer warpgroups is what softcap's longer
     # softmax runs into.
     dense.append(("sinks+softcap [fixed], no ping-pong", {**both, "mode": "fixed", "pingpong": "0"}))
+    dense.append(("sinks+softcap [fixed8h], no ping-pong", {**both, "mode": "fixed8h", "pingpong": "0"}))
     dense.append(("plain, no ping-pong", {"pingpong": "0"}))
     shapes = [(2, 8192, 16, 128, False, dense), (2, 8192, 16, 128, True, dense),
-              (2, 8192, 16, 64, False, other_d), (2, 8192, 16, 256, False, other_d),
+              (2, 8192, 16, 64, False, d64), (2, 8192, 16, 256, False, other_d),
               (1, 65536, 16, 128, True, [("plain", {}), ("window 4096", {"wl": 4096}),
                                          ("window 4096 + sinks + softcap", {"wl": 4096, **both}),
                                          ("window 4096 + sinks + softcap [split]", {"wl": 4096, **both, "mode": "split"}),
