@@ -317,7 +317,7 @@ def ragged_rows(la, causal, l2_bytes):
     variants = {  # name: (env, row label); the padded grid is the (batch x q-blocks of the longest) grid
         "padded": ({"LONGATTN_TILE_LIST": "0"}, "ragged, padded grid (LONGATTN_TILE_LIST=0)"),
         "cost": ({"LONGATTN_TILE_ORDER": "cost"}, "ragged, cost-sorted list (LONGATTN_TILE_ORDER=cost)"),
-        "counter": ({"LONGATTN_DYNAMIC": "1"}, "ragged, list + counter (LONGATTN_DYNAMIC=1)"),
+        "snake": ({"LONGATTN_DYNAMIC": "0"}, "ragged, list + static snake (LONGATTN_DYNAMIC=0)"),
     }
     fns = {"ragged": fr, "dense": fd}
     for name, (env, _) in variants.items():
