@@ -508,7 +508,7 @@ def features_main(args, la, props, l2):
     # Softcap A/B: every mode of src/cuda/sm90/softcap_mode.h on the same inputs (the rows
     # without "mode" run the library's default, fixed); fixed8 / fixedx / fixedx8 / fixedh / fixed8h / fused8
     # compile at hdim 128 (and on the two-warpgroup hdim-64 tile, LONGATTN_SOFTCAP_2WG=1).
-    modes = ["split", "fused", "fixed", "fixed8", "fixedx", "fixedx8", "fixedh", "fixed8h", "fused8"]
+    modes = ["split", "fused", "fixed", "fixed8", "fixedx", "fixedx8", "fixedh", "fixed8h", "fused8", "fixed4h", "fixed12h"]
     capped = [(f"sinks+softcap [{m}]", {**both, "mode": m}) for m in modes]
     dense = [("plain", {}), ("sinks", {"sinks": True}), ("softcap", {"softcap": 30.0}), ("sinks+softcap", both)] + capped
     other_d = [dense[0], dense[3]] + [r for r in capped if r[1]["mode"] in ("split", "fused")]
