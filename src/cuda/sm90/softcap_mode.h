@@ -46,7 +46,7 @@ enum SoftcapMode : int32_t {
   // MUFU-bound even without softcap).
   kCapFusedPoly8 = 8,
   // fixed8h with 4 / 12 of every 16 column groups on the FMA pipe (where the balance lies
-  // once the halves shorten the chain).
+  // once the halves shorten the chain); in kernels without the halves: fixed with 4 / 12.
   kCapFixedPoly4Halves = 9,
   kCapFixedPoly12Halves = 10,
 };

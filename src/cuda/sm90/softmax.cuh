@@ -195,9 +195,11 @@ __device__ __forceinline__ bool update_softcapped(OnlineSoftmax& smx, float (&s)
                                                   float sl2, float thr, float (&factor)[2]) {
   if constexpr (kFixedOk) {
     if constexpr (kPolyOk) {
-      if (mode == kCapFixedPoly8 || mode == kCapFixedPoly8Halves || mode == kCapFixedPoly4Halves ||
-          mode == kCapFixedPoly12Halves)  // (the halves modes' masked / first blocks: fixed8)
+      if (mode == kCapFixedPoly8 || mode == kCapFixedPoly8Halves)
         return smx.template update_fixed<8, true, 0>(s, in, sl2, factor);
+      // (also the whole of these modes in kernels without the halves: hdim-64 two-warpgroup tile)
+      if (mode == kCapFixedPoly4Halves) return smx.template update_fixed<4, true, 0>(s, in, sl2, factor);
+      if (mode == kCapFixedPoly12Halves) return smx.template update_fixed<12, true, 0>(s, in, sl2, factor);
       if (mode == kCapFixedExpTanh) return smx.template update_fixed<0, true, 16>(s, in, sl2, factor);
       if (mode == kCapFixedExpTanh8) return smx.template update_fixed<0, true, 8>(s, in, sl2, factor);
     }
