@@ -512,14 +512,15 @@ def features_main(args, la, props, l2):
     # Softcap A/B: every mode of src/cuda/sm90/softcap_mode.h on the same inputs (the rows
     # without "mode" run the library's default, fixed); fixed8 / fixedx / fixedx8 / fixedh / fixed8h / fused8
     # compile at hdim 128 (and on the two-warpgroup hdim-64 tile, LONGATTN_SOFTCAP_2WG=1).
-    modes = ["split", "fused", "fixed", "fixed8", "fixedx", "fixedx8", "fixedh", "fixed8h", "fused8"]
+    modes = ["split", "fused", "fixed", "fixed8", "fixedx", "fixedx8", "fixedh", "fixed8h", "fused8", "fixed4h", "fixed12h"]
     capped = [(f"sinks+softcap [{m}]", {**both, "mode": m}) for m in modes]
     dense = [("plain", {}), ("sinks", {"sinks": True}), ("softcap", {"softcap": 30.0}), ("sinks+softcap", both)] + capped
     other_d = [dense[0], dense[3]] + [r for r in capped if r[1]["mode"] in ("split", "fused")]
     # hdim 64: the dense three-warpgroup tile (fused only) against the ragged two-warpgroup
-    # tile, where every mode compiles.
+    # tile, where every mode compiles (fixed4h / fixed12h run there as fixed with 4 / 12 of 16
+    # exp2 groups on the FMA pipe: no halves in the ragged kernel).
     d64 = other_d + [(f"sinks+softcap [{m}], 2-WG tile", {**both, "mode": m, "two_wg": "1"})
-                     for m in ("fused", "fused8", "fixed", "fixed8")]
+                     for m in ("fused", "fused8", "fixed", "fixed4h", "fixed8", "fixed12h")]
     # The feature kernel runs the 128 x 128 tile; the plain dense kernel 128 x 176 without mask.
     dense.insert(1, ("plain, 128 x 128 tile", {"tile": "1"}))
     # Whether the ping-pong coupling of the two consumer warpgroups is what softcap's longer

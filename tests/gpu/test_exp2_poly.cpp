@@ -127,6 +127,9 @@ TEST(SoftcapMode, ParsesEveryName) {
   EXPECT_EQ(sm90::parse_softcap_mode("fixedh"), sm90::kCapFixedHalves);
   EXPECT_EQ(sm90::parse_softcap_mode("fixed8h"), sm90::kCapFixedPoly8Halves);
   EXPECT_EQ(sm90::parse_softcap_mode("fused8"), sm90::kCapFusedPoly8);
+  EXPECT_EQ(sm90::parse_softcap_mode("fixed4h"), sm90::kCapFixedPoly4Halves);
+  EXPECT_EQ(sm90::parse_softcap_mode("fixed12h"), sm90::kCapFixedPoly12Halves);
+  EXPECT_TRUE(sm90::softcap_halves(sm90::kCapFixedPoly12Halves) && sm90::softcap_is_fixed(sm90::kCapFixedPoly4Halves));
   EXPECT_TRUE(sm90::softcap_is_fixed(sm90::kCapFixedHalves) && sm90::softcap_is_fixed(sm90::kCapFixedPoly8Halves));
   EXPECT_FALSE(sm90::softcap_is_fixed(sm90::kCapFusedPoly8));
   EXPECT_TRUE(sm90::softcap_halves(sm90::kCapFixedPoly8Halves) && !sm90::softcap_halves(sm90::kCapFixedPoly8));

@@ -398,7 +398,8 @@ TEST(GpuForwardSoftcap, EveryMode) {
   const size_t n_plain = cases.size();
   for (size_t i = 0; i < n_plain; ++i)
     if (cases[i].dim == 64) cases.push_back(cases[i]);
-  for (const char* mode : {"split", "fused", "fixed", "fixed8", "fixedx", "fixedx8", "fixedh", "fixed8h", "fused8"}) {
+  for (const char* mode : {"split", "fused", "fixed", "fixed8", "fixedx", "fixedx8", "fixedh", "fixed8h", "fused8",
+                           "fixed4h", "fixed12h"}) {
     setenv("LONGATTN_SOFTCAP_MODE", mode, 1);
     for (size_t i = 0; i < cases.size(); ++i) {
       Shape s = cases[i];

@@ -45,19 +45,25 @@ enum SoftcapMode : int32_t {
   // kernels without the fixed max (hdim 64, whose consumer runs at 160 registers and is
   // MUFU-bound even without softcap).
   kCapFusedPoly8 = 8,
+  // fixed8h with 4 / 12 of every 16 column groups on the FMA pipe (where the balance lies
+  // once the halves shorten the chain); in kernels without the halves: fixed with 4 / 12.
+  kCapFixedPoly4Halves = 9,
+  kCapFixedPoly12Halves = 10,
 };
 
 // Fixed-max modes: |exponent| <= cap log2 e <= this many log2 units, so P in [2^-75, 2^75]:
 // normal in fp32 / bf16 with room for products with V and sums over 2^31 keys of |v| <= 2^20.
 // Covers caps up to 52 (Gemma 2: 50).
 inline constexpr double kFixedMaxLog2 = 75.0;
-constexpr bool softcap_is_fixed(int mode) {
-  return mode == kCapFixed || mode == kCapFixedPoly8 || mode == kCapFixedExpTanh || mode == kCapFixedExpTanh8 ||
-         mode == kCapFixedHalves || mode == kCapFixedPoly8Halves;
-}
 // Whether a mode issues Q.K^T in two halves (where the kernel compiles it; elsewhere the mode
 // runs as its one-GEMM counterpart).
-constexpr bool softcap_halves(int mode) { return mode == kCapFixedHalves || mode == kCapFixedPoly8Halves; }
+constexpr bool softcap_halves(int mode) { return mode == kCapFixedHalves || mode == kCapFixedPoly8Halves ||
+                                          mode == kCapFixedPoly4Halves || mode == kCapFixedPoly12Halves; }
+constexpr bool softcap_is_fixed(int mode) {
+  return mode == kCapFixed || mode == kCapFixedPoly8 || mode == kCapFixedExpTanh || mode == kCapFixedExpTanh8 ||
+         softcap_halves(mode);
+}
+
 // Whether a fixed-max mode may run (else: kCapFused; kCapFusedPoly8 is not fixed).
 constexpr bool softcap_fixed_ok(bool bf16_in, double cap) { return bf16_in && cap * 1.4426950408889634 <= kFixedMaxLog2; }
 // The mode that replaces a fixed-max one where it may not run.
@@ -73,7 +79,7 @@ constexpr bool softcap_poly_col(int c, int k) { return (c % 16) * k / 16 != ((c 
 inline constexpr SoftcapMode kSoftcapDefault = kCapFixed;
 
 // LONGATTN_SOFTCAP_MODE values: split, fused, fixed, fixed8, fixedx, fixedx8, fixedh, fixed8h,
-// fused8; null, empty or unknown: the default. (LONGATTN_SOFTCAP_POLY=1, the earlier switch, is fixed8.)
+// fused8, fixed4h, fixed12h; null, empty or unknown: the default. (LONGATTN_SOFTCAP_POLY=1, the earlier switch, is fixed8.)
 inline SoftcapMode parse_softcap_mode(const char* s) {
   if (!s || !*s) return kSoftcapDefault;
   struct Name {
@@ -88,7 +94,9 @@ inline SoftcapMode parse_softcap_mode(const char* s) {
                                     {"fixedx8", kCapFixedExpTanh8},
                                     {"fixedh", kCapFixedHalves},
                                     {"fixed8h", kCapFixedPoly8Halves},
-                                    {"fused8", kCapFusedPoly8}};
+                                    {"fused8", kCapFusedPoly8},
+                                    {"fixed4h", kCapFixedPoly4Halves},
+                                    {"fixed12h", kCapFixedPoly12Halves}};
   for (const Name& n : kNames)
     if (std::strcmp(s, n.name) == 0) return n.mode;
   return kSoftcapDefault;

@@ -197,6 +197,9 @@ __device__ __forceinline__ bool update_softcapped(OnlineSoftmax& smx, float (&s)
     if constexpr (kPolyOk) {
       if (mode == kCapFixedPoly8 || mode == kCapFixedPoly8Halves)
         return smx.template update_fixed<8, true, 0>(s, in, sl2, factor);
+      // (also the whole of these modes in kernels without the halves: hdim-64 two-warpgroup tile)
+      if (mode == kCapFixedPoly4Halves) return smx.template update_fixed<4, true, 0>(s, in, sl2, factor);
+      if (mode == kCapFixedPoly12Halves) return smx.template update_fixed<12, true, 0>(s, in, sl2, factor);
       if (mode == kCapFixedExpTanh) return smx.template update_fixed<0, true, 16>(s, in, sl2, factor);
       if (mode == kCapFixedExpTanh8) return smx.template update_fixed<0, true, 8>(s, in, sl2, factor);
     }
@@ -216,6 +219,10 @@ __device__ __forceinline__ void update_fixed_half(OnlineSoftmax& smx, float (&s)
                                                   float sl2, float (&factor)[2]) {
   if (mode == kCapFixedPoly8Halves)
     smx.template update_fixed<8, true, 0>(s, in, sl2, factor);
+  else if (mode == kCapFixedPoly4Halves)
+    smx.template update_fixed<4, true, 0>(s, in, sl2, factor);
+  else if (mode == kCapFixedPoly12Halves)
+    smx.template update_fixed<12, true, 0>(s, in, sl2, factor);
   else
     smx.template update_fixed<0, true, 0>(s, in, sl2, factor);
 }
