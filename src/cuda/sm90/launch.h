@@ -24,6 +24,7 @@ struct LaunchArgs {
   bool tile_list = false;  // with ragged: cost-sorted tile list built on the device (tile_list.cuh)
   int64_t list_items = 0;  // its capacity in items: a host bound on the live (sequence, q-block) items
   bool dynamic = false;    // LPT problems: atomic-counter tile assignment where compiled (kernel.cuh kDynamic)
+  bool pack = false;       // with ragged: packed GQA tiles (pack_gqa.h; kernel.cuh kPack), tm_q the packed view
 };
 
 // Launches the kernel for (dtype, head dim); tile sizes come from
