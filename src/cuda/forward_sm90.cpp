@@ -149,7 +149,11 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // Sinks, softcap, windows and chunks run the feature kernel (tile_size.h feature_tile);
   // the dense kernels stay as they were.
   const bool paged = p.kv == KvLayout::paged;
-  bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged || split;
+  // LONGATTN_SOFTCAP_2WG=1 (A/B switch): softcap at hdim 64 on the ragged kernel's two-warpgroup
+  // 128 x 128 tile at 232 registers, where the fixed-max and FMA-pipe exp2 modes compile (the
+  // dense three-warpgroup tile at 160 spills with them; softcap_mode.h).
+  const bool cap_2wg = p.dim_qk == 64 && p.softcap > 0.f && env_is("LONGATTN_SOFTCAP_2WG", "1");
+  bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged || split || cap_2wg;
   bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged;
   // The feature kernel's mask arithmetic is 32-bit (mask.cuh).
   const bool feat_fits = 2 * (p.max_seq_q + p.max_seq_k) <= INT32_MAX - 4096;
@@ -166,13 +170,23 @@ Status cuda_forward(const Args& a, const Problem& p) {
   const int pack_shift = split || !feat_fits ? 0 : cuda::sm90::pack_gqa_shift(p.group, pack_block_m);
   bool pack = false;
   if (pack_shift > 0) {
-    int64_t unpacked_splits = 1;
+    const cuda::sm90::TileConfig t0 = paged      ? cuda::sm90::paged_tile(int(p.dim_qk))
+                                      : ragged   ? cuda::sm90::ragged_tile(int(p.dim_qk))
+                                      : features ? cuda::sm90::feature_tile(int(p.dim_qk))
+                                                 : cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
+    cuda::sm90::PackQuery q;
+    q.group = p.group;
+    q.seq_q = p.max_seq_q;
+    q.batch = p.batch;
+    q.heads_q = p.heads_q;
+    q.block_m = pack_block_m;
+    q.unpacked_block_m = t0.block_m;
+    q.sms = guard.num_sms();
     if (!features && p.batch == 1 && !env_is("LONGATTN_SPLITS", "0")) {
-      const cuda::sm90::TileConfig t0 = cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
       const int64_t tiles = (p.max_seq_q + t0.block_m - 1) / t0.block_m * p.heads_q;
-      unpacked_splits = cuda::sm90::kv_splits(tiles, guard.num_sms(), (p.max_seq_k + t0.block_n - 1) / t0.block_n);
+      q.splits = cuda::sm90::kv_splits(tiles, q.sms, (p.max_seq_k + t0.block_n - 1) / t0.block_n);
     }
-    pack = cuda::sm90::pack_gqa_worth(p.group, pack_block_m, p.max_seq_q, true, unpacked_splits);
+    pack = cuda::sm90::pack_gqa_worth(q);
     if (env_is("LONGATTN_PACK_GQA", "0")) pack = false;
     if (env_is("LONGATTN_PACK_GQA", "1")) pack = true;
   }
@@ -390,6 +404,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
     // Packed GQA runs the padded grid (the list builder counts unpacked q-blocks).
     la.tile_list = ragged && !pack && (varying || env_is("LONGATTN_TILE_LIST", "1")) &&
                    !env_is("LONGATTN_TILE_LIST", "0");
+    // LONGATTN_TILE_ORDER=cost: the cost-sorted item order (tile_list.cuh) instead of the
+    // sequence-major one (A/B measurement).
+    la.cost_order = env_is("LONGATTN_TILE_ORDER", "cost");
     // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
     la.list_items = fp.batch * fp.num_m_blocks;
     if (p.q_ragged) la.list_items = std::min(la.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);

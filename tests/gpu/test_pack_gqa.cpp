@@ -26,28 +26,53 @@ TEST(PackGqaRule, Eligibility) {
   EXPECT_EQ(pack_gqa_shift(7, 128), 0);
 }
 
+PackQuery Q(int64_t group, int64_t seq_q, int64_t batch = 16, int64_t heads_q = 32) {
+  PackQuery q;
+  q.group = group;
+  q.seq_q = seq_q;
+  q.batch = batch;
+  q.heads_q = heads_q;
+  return q;
+}
+
 TEST(PackGqaRule, Decisions) {
-  // The brief's benchmark shapes (32/8 heads, g 4): seq_q 16 and 64 pack, 128 and 512 do not.
-  EXPECT_TRUE(pack_gqa_worth(4, 128, 16, true, 1));
-  EXPECT_TRUE(pack_gqa_worth(4, 128, 64, true, 1));
-  EXPECT_FALSE(pack_gqa_worth(4, 128, 128, true, 1));
-  EXPECT_FALSE(pack_gqa_worth(4, 128, 512, true, 1));
-  EXPECT_TRUE(pack_gqa_worth(4, 128, 1, true, 1));
-  EXPECT_TRUE(pack_gqa_worth(16, 128, 3, true, 1));  // MQA
-  EXPECT_FALSE(pack_gqa_worth(4, 128, 100, true, 1));  // 100/128 vs 400/512: the same fill
-  EXPECT_TRUE(pack_gqa_worth(2, 128, 37, true, 1));    // 0.29 -> 0.58
-  EXPECT_FALSE(pack_gqa_worth(1, 128, 16, true, 1));   // no group
-  EXPECT_FALSE(pack_gqa_worth(6, 128, 16, true, 1));   // g not a power of two
-  EXPECT_FALSE(pack_gqa_worth(4, 128, 16, false, 1));  // 192 / 128 head dims
-  EXPECT_FALSE(pack_gqa_worth(4, 128, 16, true, 4));   // the unpacked call splits the keys
-  // Never packs what it cannot fill better: fill(seq_q g) >= fill(seq_q) / 0.9 when chosen.
+  // 32 / 8 heads (g 4), batch 16: seq_q 16 and 64 pack (512 unpacked tiles = 4 waves on 132
+  // SMs, 128 / 256 packed = 1 / 2 waves), 128 and 512 do not (tiles already full).
+  EXPECT_TRUE(pack_gqa_worth(Q(4, 16)));
+  EXPECT_TRUE(pack_gqa_worth(Q(4, 64)));
+  EXPECT_FALSE(pack_gqa_worth(Q(4, 128)));
+  EXPECT_FALSE(pack_gqa_worth(Q(4, 512)));
+  EXPECT_TRUE(pack_gqa_worth(Q(4, 1)));
+  EXPECT_TRUE(pack_gqa_worth(Q(4, 129)));  // 129 / 256 -> 516 / 640; 1024 -> 640 tiles
+  // Batch 4: 128 unpacked tiles, one wave already: packing cuts no wave.
+  EXPECT_FALSE(pack_gqa_worth(Q(4, 16, 4)));
+  EXPECT_FALSE(pack_gqa_worth(Q(4, 64, 4)));
+  EXPECT_TRUE(pack_gqa_worth(Q(4, 16, 8)));   // 256 tiles (2 waves) -> 64 (1)
+  EXPECT_TRUE(pack_gqa_worth(Q(16, 3, 16, 16)));  // MQA: 256 -> 16
+  EXPECT_FALSE(pack_gqa_worth(Q(4, 100)));  // 100/128 vs 400/512: the same fill
+  EXPECT_TRUE(pack_gqa_worth(Q(2, 37)));    // 0.29 -> 0.58, 512 -> 256 tiles
+  EXPECT_FALSE(pack_gqa_worth(Q(1, 16)));   // no group
+  EXPECT_FALSE(pack_gqa_worth(Q(6, 16, 16, 48)));  // g not a power of two
+  PackQuery q = Q(4, 16);
+  q.same_dims = false;  // 192 / 128 head dims
+  EXPECT_FALSE(pack_gqa_worth(q));
+  q = Q(4, 16);
+  q.splits = 4;  // the unpacked call splits the keys
+  EXPECT_FALSE(pack_gqa_worth(q));
+  q = Q(4, 16);
+  q.unpacked_block_m = 192;  // hdim 64 dense tile: 512 tiles unpacked as well
+  EXPECT_TRUE(pack_gqa_worth(q));
+  // Never packs what it cannot fill better or run in fewer waves.
   for (int64_t g : {2, 4, 8, 16, 32})
-    for (int64_t sq = 1; sq < 700; ++sq)
-      if (pack_gqa_worth(g, 128, sq, true, 1)) {
+    for (int64_t b : {1, 4, 16, 64})
+      for (int64_t sq = 1; sq < 700; ++sq) {
+        const PackQuery c = Q(g, sq, b, 8 * g);
+        if (!pack_gqa_worth(c)) continue;
         EXPECT_GT(tile_fill(sq * g, 128) * 0.9, tile_fill(sq, 128)) << g << " " << sq;
         EXPECT_NE(sq % 128, 0);  // full unpacked tiles never pack
+        const int64_t tu = b * 8 * g * ((sq + 127) / 128), tp = b * 8 * ((sq + 128 / g - 1) / (128 / g));
+        EXPECT_LT((tp + 131) / 132, (tu + 131) / 132) << g << " " << sq << " " << b;
       }
-  EXPECT_TRUE(pack_gqa_worth(4, 128, 129, true, 1));  // 129 / 256 -> 516 / 640
 }
 
 // Every (position, head) of one kv head's group is exactly one row of one packed tile.
