@@ -507,6 +507,101 @@ def paged_main(args, la, props, l2):
               f"{r['ms']:.3f} | {r['tflops']:.0f} | {r['vs_plain']:.2f} |")
 
 
+def gqa_rows(la, l2_bytes):
+    """Packed GQA (src/cuda/sm90/pack_gqa.h) on short query chunks against a long KV prefix:
+    32 / 8 heads, hdim 128, seq_q 16..512 x seq_k 8192, causal bottom-right (chunked prefill),
+    interleaved on the same inputs: longattn packed (LONGATTN_PACK_GQA=1), unpacked (=0), the
+    rule's choice, and cuDNN (SDPA, enable_gqa; bottom-right causal through causal_lower_right;
+    "-" if it refuses). TFLOP/s on visible pairs; vs_plain = packed / unpacked."""
+    out = []
+    shapes = [(4, sq, 8192, True) for sq in (16, 64, 128, 512)]
+    # Batch 16 / 8: more unpacked tiles than SMs (where the rule packs); batch 1: the unpacked
+    # call splits the keys (the rule does not pack).
+    shapes += [(16, 16, 8192, True), (16, 64, 8192, True), (8, 16, 8192, True), (4, 16, 8192, False),
+               (1, 64, 8192, True)]
+    hq, hk, d = 32, 8, 128
+    for (b, sq, sk, causal) in shapes:
+        per_set = 2 * (2 * b * sq * hq * d + 2 * b * sk * hk * d)  # bytes of q, out, k, v
+        nsets = max(2, -(-3 * l2_bytes // per_set))
+        gen = torch.Generator(device="cuda").manual_seed(3000 + sq + b)
+        sets = [(torch.randn(b, sq, hq, d, device="cuda", dtype=torch.bfloat16, generator=gen),
+                 torch.randn(b, sk, hk, d, device="cuda", dtype=torch.bfloat16, generator=gen),
+                 torch.randn(b, sk, hk, d, device="cuda", dtype=torch.bfloat16, generator=gen),
+                 torch.empty(b, sq, hq, d, device="cuda", dtype=torch.bfloat16)) for _ in range(nsets)]
+
+        def ours(pack):
+            def f(i):
+                os.environ["LONGATTN_PACK_GQA"] = pack
+                q, k, v, o = sets[i]
+                la(q, k, v, o, None, causal)
+                os.environ["LONGATTN_PACK_GQA"] = ""
+            return f
+        fns = {"packed": ours("1"), "unpacked": ours("0"), "rule": ours("")}
+        outs = {}
+        for name, f in fns.items():
+            sets[0][3].fill_(float("nan"))
+            f(0)
+            torch.cuda.synchronize()
+            outs[name] = sets[0][3].float().clone()
+        # SDPA's is_causal is top-left for sq != sk; bottom-right needs a mask. Tried in order:
+        # cuDNN with causal_lower_right, cuDNN with a boolean (sq, sk) mask, FA2 with
+        # causal_lower_right; the first that runs is the comparison row (named in the table).
+        tries = [("cuDNN enable_gqa", SDPBackend.CUDNN_ATTENTION, None)]
+        if causal:
+            from torch.nn.attention.bias import causal_lower_right
+            lr = causal_lower_right(sq, sk)
+            boolm = torch.ones(sq, sk, dtype=torch.bool, device="cuda").tril(diagonal=sk - sq)
+            tries = [("cuDNN enable_gqa, causal_lower_right", SDPBackend.CUDNN_ATTENTION, lr),
+                     ("cuDNN enable_gqa, bool mask", SDPBackend.CUDNN_ATTENTION, boolm),
+                     ("FA2 enable_gqa, causal_lower_right", SDPBackend.FLASH_ATTENTION, lr)]
+        ref, sdpa_name = None, None
+        for label, backend, mask in tries:
+            def cud(i, backend=backend, mask=mask):
+                q, k, v, _ = sets[i]
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                          attn_mask=mask, enable_gqa=True)
+            try:
+                ref = cud(0).transpose(1, 2).float()
+                torch.cuda.synchronize()
+                fns["cudnn"] = cud
+                sdpa_name = label
+                break
+            except Exception as ex:
+                print(f"  {label} failed ({b} x {sq} q): {str(ex)[:160]}", file=sys.stderr)
+        ms = time_interleaved(fns, nsets)
+        fl = 4.0 * b * hq * d * visible_pairs_mask(sq, sk, causal)
+        diff = (outs["packed"] - outs["unpacked"]).abs().max().item()
+        for name in ("packed", "unpacked", "rule", "cudnn"):
+            if name not in ms:
+                continue
+            r = {"b": b, "seq": f"{sq}q x {sk}k, {hq}/{hk} heads", "h": hq, "d": d, "causal": causal,
+                 "variant": {"packed": "longattn packed", "unpacked": "longattn unpacked",
+                             "rule": "longattn (rule)", "cudnn": sdpa_name}[name],
+                 "ms": ms[name], "tflops": fl / ms[name] / 1e9, "vs_plain": ms["unpacked"] / ms[name],
+                 "maxdiff_packed_unpacked": diff}
+            if ref is not None and name != "cudnn":
+                r["maxdiff_cudnn"] = (outs[name] - ref).abs().max().item()
+            out.append(r)
+        del sets
+        torch.cuda.empty_cache()
+    return out
+
+
+def gqa_main(args, la, props, l2):
+    rows = gqa_rows(la, l2)
+    with open(os.path.join(args.out, "bench_gqa.json"), "w") as fh:
+        json.dump({"device": props.name, "rows": rows}, fh, indent=1)
+    print(f"\n{props.name} -- packed GQA, bf16, interleaved; TFLOP/s on visible pairs (causal bottom-right)")
+    print("| batch | shape | mask | variant | ms | TFLOP/s | vs unpacked | max diff vs cuDNN | packed - unpacked |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        md = r.get("maxdiff_cudnn")
+        print(f"| {r['b']} | {r['seq']} | {'causal' if r['causal'] else 'full'} | {r['variant']} | {r['ms']:.3f} | "
+              f"{r['tflops']:.0f} | {r['vs_plain']:.2f} | {'-' if md is None else f'{md:.1e}'} | "
+              f"{r['maxdiff_packed_unpacked']:.1e} |")
+
+
 def features_main(args, la, props, l2):
     both = {"softcap": 30.0, "sinks": True}
     # Softcap A/B: every mode of src/cuda/sm90/softcap_mode.h on the same inputs (the rows
@@ -691,6 +786,7 @@ def main():
     ap.add_argument("--features", action="store_true", help="only the issue-5 feature rows")
     ap.add_argument("--paged", action="store_true", help="only the paged K/V rows (vs dense)")
     ap.add_argument("--long", action="store_true", help="only the issue-6 long-context rows")
+    ap.add_argument("--gqa", action="store_true", help="only the packed-GQA rows (short seq_q, 32/8 heads)")
     ap.add_argument("--sequential", action="store_true",
                     help="time each implementation back to back (cuDNN first) instead of interleaved")
     args = ap.parse_args()
@@ -705,6 +801,9 @@ def main():
         return
     if getattr(args, "long"):
         long_main(args, la, props, l2)
+        return
+    if args.gqa:
+        gqa_main(args, la, props, l2)
         return
     if args.features:
         features_main(args, la, props, l2)

@@ -13,6 +13,7 @@
 #include "cuda/device_guard.h"
 #include "cuda/ptx/tensor_map.h"
 #include "cuda/sm90/launch.h"
+#include "cuda/sm90/pack_gqa.h"
 #include "cuda/sm90/page_math.h"
 #include "cuda/sm90/schedule_rule.h"
 #include "cuda/sm90/softcap_mode.h"
@@ -152,16 +153,44 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // 128 x 128 tile at 232 registers, where the fixed-max and FMA-pipe exp2 modes compile (the
   // dense three-warpgroup tile at 160 spills with them; softcap_mode.h).
   const bool cap_2wg = p.dim_qk == 64 && p.softcap > 0.f && env_is("LONGATTN_SOFTCAP_2WG", "1");
-  const bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged || split || cap_2wg;
-  const bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged;
+  bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged || split || cap_2wg;
+  bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged;
   // The feature kernel's mask arithmetic is 32-bit (mask.cuh).
-  if (features && 2 * (p.max_seq_q + p.max_seq_k) > INT32_MAX - 4096)
-    return not_yet("sinks/softcap/windows/chunks with seq_q + seq_k beyond 2^30");
+  const bool feat_fits = 2 * (p.max_seq_q + p.max_seq_k) <= INT32_MAX - 4096;
+  if (features && !feat_fits) return not_yet("sinks/softcap/windows/chunks with seq_q + seq_k beyond 2^30");
   const char* tv = std::getenv("LONGATTN_TILE");
   const int tile_variant = features ? 0
                            : (tv && tv[0] >= '1' && tv[0] <= '5' && !tv[1])
                                ? tv[0] - '0'
                                : cuda::sm90::default_variant(int(p.dim_qk), causal, p.max_seq_k);
+  // Packed GQA (pack_gqa.h: the rule; LONGATTN_PACK_GQA=0 / 1 forces it off / on where it
+  // can run): the ragged (paged) kernel with tiles of the g query heads of one kv head.
+  // Decided against the unpacked call's split-KV (dense batch-1 calls only).
+  const int pack_block_m = cuda::sm90::ragged_tile(int(p.dim_qk)).block_m;
+  const int pack_shift = split || !feat_fits ? 0 : cuda::sm90::pack_gqa_shift(p.group, pack_block_m);
+  bool pack = false;
+  if (pack_shift > 0) {
+    const cuda::sm90::TileConfig t0 = paged      ? cuda::sm90::paged_tile(int(p.dim_qk))
+                                      : ragged   ? cuda::sm90::ragged_tile(int(p.dim_qk))
+                                      : features ? cuda::sm90::feature_tile(int(p.dim_qk))
+                                                 : cuda::sm90::tile_config(int(p.dim_qk), causal, tile_variant);
+    cuda::sm90::PackQuery q;
+    q.group = p.group;
+    q.seq_q = p.max_seq_q;
+    q.batch = p.batch;
+    q.heads_q = p.heads_q;
+    q.block_m = pack_block_m;
+    q.unpacked_block_m = t0.block_m;
+    q.sms = guard.num_sms();
+    if (!features && p.batch == 1 && !env_is("LONGATTN_SPLITS", "0")) {
+      const int64_t tiles = (p.max_seq_q + t0.block_m - 1) / t0.block_m * p.heads_q;
+      q.splits = cuda::sm90::kv_splits(tiles, q.sms, (p.max_seq_k + t0.block_n - 1) / t0.block_n);
+    }
+    pack = cuda::sm90::pack_gqa_worth(q);
+    if (env_is("LONGATTN_PACK_GQA", "0")) pack = false;
+    if (env_is("LONGATTN_PACK_GQA", "1")) pack = true;
+  }
+  if (pack) ragged = features = true;
   const cuda::sm90::TileConfig tc = paged      ? cuda::sm90::paged_tile(int(p.dim_qk), int(p.dim_v))
                                     : ragged   ? cuda::sm90::ragged_tile(int(p.dim_qk), int(p.dim_v))
                                     : features ? cuda::sm90::feature_tile(int(p.dim_qk))
@@ -204,7 +233,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
   cuda::TileMapSpec mk = map_spec(a.k, dt, kv_box_rows), mv = map_spec(a.v, dt, kv_box_rows);
   if (kv_box_rows < tc.block_n) mk.box_chunks = mv.box_chunks = 1;
   if (v_grouped) mv.box_chunks = 0;
-  if (!(err = cuda::encode_tile_map(map_spec(a.q, dt, tc.block_m), &la.tm_q)).empty() ||
+  cuda::TileMapSpec mq = map_spec(a.q, dt, tc.block_m);
+  if (pack) mq.pack_group = int(p.group);
+  if (!(err = cuda::encode_tile_map(mq, &la.tm_q)).empty() ||
       !(err = cuda::encode_tile_map(mk, &la.tm_k)).empty() || !(err = cuda::encode_tile_map(mv, &la.tm_v)).empty())
     return Status::Error("CUDA backend: " + err);
 
@@ -216,7 +247,14 @@ Status cuda_forward(const Args& a, const Problem& p) {
   fp.seq_q = p.max_seq_q;
   fp.seq_k = p.max_seq_k;
   fp.num_m_blocks = (p.max_seq_q + tc.block_m - 1) / tc.block_m;
-  fp.num_tiles = fp.num_m_blocks * p.heads_q * p.batch;
+  if (pack) {  // tiles of (batch, kv head, packed q-block): the scheduler sees heads_kv heads
+    const int64_t positions = tc.block_m >> pack_shift;
+    fp.heads_q = p.heads_kv;
+    fp.group = 1;
+    fp.pack_shift = pack_shift;
+    fp.num_m_blocks = (p.max_seq_q + positions - 1) / positions;
+  }
+  fp.num_tiles = fp.num_m_blocks * fp.heads_q * p.batch;
   if (fp.num_tiles >= INT32_MAX - 4096) return not_yet("2^31 or more query tiles");
   fp.scale_log2 = float(double(p.scale) * 1.4426950408889634);
   fp.rescale_threshold = rescale_threshold();
@@ -297,6 +335,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
   la.features = features;
   la.ragged = ragged;
   la.paged = paged;
+  la.pack = pack;
 
   fp.pingpong = !env_is("LONGATTN_PINGPONG", "0");
   // Split-KV (schedule_rule.h kv_splits): dense batch-1 calls with too few tiles for the SMs;
@@ -347,9 +386,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
       l2 = 50 << 20;
     const int64_t budget = cuda::sm90::l2_budget(a.l2_budget_bytes, std::getenv("LONGATTN_L2_BYTES"), l2);
     const int64_t grid = std::min<int64_t>(fp.num_tiles, la.num_sms);
-    const int64_t pairs = p.heads_q * fp.batch;
+    const int64_t pairs = fp.heads_q * fp.batch;  // packed: (batch, kv head) pairs
     fp.lpt = causal ? 1 : 0;
-    fp.section_bh = cuda::sm90::section_pairs(causal, pairs, fp.num_m_blocks, grid, p.group,
+    fp.section_bh = cuda::sm90::section_pairs(causal, pairs, fp.num_m_blocks, grid, fp.group,
                                               p.max_seq_k * (p.dim_qk + p.dim_v) * 2 / splits, budget);
     if (const char* e = std::getenv("LONGATTN_SECTIONS")) {
       const long long n = std::atoll(e);
@@ -362,7 +401,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
     // 128: 0.93x / 0.91x of dense with the list, 0.96x / 0.97x without; full / causal).
     // LONGATTN_TILE_LIST=1 forces the list (tests), =0 the padded grid.
     const bool varying = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k;
-    la.tile_list = ragged && (varying || env_is("LONGATTN_TILE_LIST", "1")) && !env_is("LONGATTN_TILE_LIST", "0");
+    // Packed GQA runs the padded grid (the list builder counts unpacked q-blocks).
+    la.tile_list = ragged && !pack && (varying || env_is("LONGATTN_TILE_LIST", "1")) &&
+                   !env_is("LONGATTN_TILE_LIST", "0");
     // LONGATTN_TILE_ORDER=cost: the cost-sorted item order (tile_list.cuh) instead of the
     // sequence-major one (A/B measurement).
     la.cost_order = env_is("LONGATTN_TILE_ORDER", "cost");

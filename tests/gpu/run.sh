@@ -8,7 +8,8 @@
 # of the softcapped hdim-128 feature kernel (NCU_CAP_MODES), seqbench, the back-to-back timing variant of the benchmark, fbench, the issue-5 feature
 # rows, pbench, the paged K/V rows alone (pages 3..1024, LONGATTN_TILE_LIST=0 and
 # LONGATTN_PAGED_VGROUP=1 variants, 192/128 head dims vs cuDNN), and psan, memcheck and
-# racecheck on small paged cases). FWD_FILTER (env) narrows the forward tests (a gtest
+# racecheck on small paged cases, gbench, the packed-GQA rows, gsan, memcheck and racecheck on
+# small packed-GQA cases). FWD_FILTER (env) narrows the forward tests (a gtest
 # filter; 'Huge*' alone: K/V beyond 2^31 elements, ~1 min, ~9 GiB). Logs go to $OUT.
 set -u
 OUT=${OUT:-/tmp/longattn-gpu}
@@ -62,6 +63,15 @@ for st in $STAGES; do
       run memcheck_paged compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$PF"
       # The consumers' clear of a sequence's last V tile (named barrier + proxy fence).
       run racecheck_paged compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Paged/GpuPaged.MatchesReference/*_page16_s11:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:Unread/GpuForward.MatchesReference/*_s30' ;;
+    gbench)
+      # Packed GQA (issue 5): short seq_q x 8k keys, 32/8 heads, packed vs unpacked vs cuDNN.
+      PYTHONUNBUFFERED=1 run gbench python3 bench/gpu/bench.py --gqa --lib "$BIN/liblongattn_capi.so" --out "$OUT"
+      tail -36 "$OUT/gbench.log" ;;
+    gsan)
+      # Packed GQA: memcheck / racecheck on small packed cases (packed Q boxes, scattered stores).
+      GF='PackGqa/GpuPackGqa.MatchesReference/sq16_*:PackGqa/GpuPackGqa.MatchesReference/*_s205:PackGqa/GpuPackGqa.MatchesReference/*_s207'
+      run memcheck_gqa compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$GF"
+      run racecheck_gqa compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='PackGqa/GpuPackGqa.MatchesReference/*_s201' ;;
     pbench)
       PYTHONUNBUFFERED=1 run pbench python3 bench/gpu/bench.py --paged --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -12 "$OUT/pbench.log" ;;

@@ -17,67 +17,18 @@
 
 #include "cuda/sm90/page_math.h"
 #include "cuda/sm90/tile_size.h"
+#include "device_case.h"
 #include "gpu_case.h"
 #include "support/testing.h"
 
 namespace longattn {
 namespace {
 
+using gputest::DeviceCase;
+using gputest::have_sm90;
+using gputest::to_device;
 using testing::Case;
 using testing::CaseSpec;
-using testing::HostTensor;
-
-bool have_sm90() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return false;
-  cudaDeviceProp prop{};
-  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major >= 9;
-}
-
-// Device copies of every present tensor of a host Case (whole byte buffers, same strides).
-struct DeviceCase {
-  std::vector<std::shared_ptr<void>> bufs;
-  Args args;
-
-  Tensor upload(const HostTensor& h) {
-    Tensor t = h.t;
-    if (!t.data) return t;
-    void* d = nullptr;
-    if (cudaMalloc(&d, h.bytes.size()) != cudaSuccess) return Tensor{};
-    bufs.emplace_back(d, [](void* p) { cudaFree(p); });
-    cudaMemcpy(d, h.bytes.data(), h.bytes.size(), cudaMemcpyHostToDevice);
-    t.data = static_cast<uint8_t*>(d) + (static_cast<const uint8_t*>(h.t.data) - h.bytes.data());
-    t.device = Device{DeviceKind::cuda, 0};
-    return t;
-  }
-  void download(HostTensor& h, const Tensor& t) {
-    if (!t.data) return;
-    const uint8_t* base = static_cast<const uint8_t*>(t.data) - (static_cast<const uint8_t*>(h.t.data) - h.bytes.data());
-    cudaMemcpy(h.bytes.data(), base, h.bytes.size(), cudaMemcpyDeviceToHost);
-  }
-};
-
-DeviceCase to_device(Case& c) {
-  testing::poison(c.out);
-  if (c.lse.t.data) testing::poison(c.lse);
-  DeviceCase d;
-  d.args = c.args;
-  d.args.backend = Backend::cuda;
-  d.args.q = d.upload(c.q);
-  d.args.k = d.upload(c.k);
-  d.args.v = d.upload(c.v);
-  d.args.out = d.upload(c.out);
-  d.args.lse = d.upload(c.lse);
-  d.args.cu_seqlens_q = d.upload(c.cu_seqlens_q);
-  d.args.seqused_k = d.upload(c.seqused_k);
-  d.args.page_table = d.upload(c.page_table);
-  d.args.sinks = d.upload(c.sinks);
-  if (c.cu_seqlens_q.t.data) {  // device cu_seqlens need max_seqlen_q
-    const int32_t* cu = static_cast<const int32_t*>(c.cu_seqlens_q.t.data);
-    for (int64_t b = 0; b < c.spec.batch; ++b) d.args.max_seqlen_q = std::max<int64_t>(d.args.max_seqlen_q, cu[b + 1] - cu[b]);
-  }
-  return d;
-}
 
 CaseSpec P(int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int64_t page, bool causal,
            bool used, uint64_t seed) {

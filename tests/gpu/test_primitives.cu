@@ -275,5 +275,80 @@ TEST(GpuPrimitives, TmaBoxRowsGiveTheOneBoxTile) {
   for (void* p : {(void*)src, (void*)of, (void*)ob}) cudaFree(p);
 }
 
+// Packed GQA (sm90/pack_gqa.h): the Q map viewing Q as (dim, g heads, tokens, kv heads, batch)
+// with box (64, g, kRows / g) lands one 64-column chunk as kRows rows in packed order, row r =
+// (token row + r / g, head hk g + r % g), 128B-swizzled like any tile; tokens past the end
+// are zero-filled. Checked element by element against the host tensor (smem poisoned first).
+__global__ void __launch_bounds__(128) packed_q_kernel(const __grid_constant__ CUtensorMap tm, int row, int hk, int b,
+                                                       uint8_t* out) {
+  extern __shared__ uint8_t raw[];
+  uint8_t* t = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* bar = reinterpret_cast<uint64_t*>(t + kTileBytes);
+  const int tid = threadIdx.x;
+  for (int i = tid; i < kTileBytes / 16; i += 128) reinterpret_cast<uint4*>(t)[i] = make_uint4(~0u, ~0u, ~0u, ~0u);
+  ptx::fence_proxy_async_smem();
+  if (tid == 0) {
+    ptx::mbar_init(bar, 1);
+    ptx::mbar_fence_init();
+  }
+  __syncthreads();
+  if (tid == 0) {
+    ptx::mbar_arrive_expect_tx(bar, kTileBytes);
+    for (int c = 0; c < kDim / 64; ++c) ptx::tma_load_5d(t + c * kRows * 128, &tm, bar, c * 64, 0, row, hk, b);
+  }
+  ptx::mbar_wait(bar, 0);
+  for (int i = tid; i < kTileBytes / 16; i += 128) reinterpret_cast<uint4*>(out)[i] = reinterpret_cast<const uint4*>(t)[i];
+}
+
+TEST(GpuPrimitives, PackedQBoxLayout) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
+  constexpr int kB = 2, kS = 9, kH = 8;  // (batch, seq, heads, kDim), token rows padded by 8
+  constexpr int kRowStride = kH * kDim + 8;
+  std::mt19937 rng(99);
+  std::uniform_real_distribution<float> U(-1.f, 1.f);
+  std::vector<__nv_bfloat16> h(size_t(kB) * kS * kRowStride);
+  for (auto& x : h) x = __float2bfloat16_rn(U(rng));
+  __nv_bfloat16* src;
+  uint8_t* out;
+  CK(cudaMalloc(&src, h.size() * 2));
+  CK(cudaMalloc(&out, kTileBytes));
+  CK(cudaMemcpy(src, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+  const int smem = kTileBytes + 1024 + 64;
+  CK(cudaFuncSetAttribute(packed_q_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  for (int g : {2, 4, 8}) {
+    TileMapSpec s;
+    s.base = src;
+    s.batch = kB;
+    s.rows = kS;
+    s.heads = kH;
+    s.dim = kDim;
+    s.stride_batch = int64_t(kS) * kRowStride;
+    s.stride_row = kRowStride;
+    s.stride_head = kDim;
+    s.box_rows = kRows;
+    s.pack_group = g;
+    CUtensorMap tm;
+    ASSERT_EQ(encode_tile_map(s, &tm), "") << "g " << g;
+    const int row = 3, hk = kH / g - 1, b = 1;
+    packed_q_kernel<<<1, 128, smem>>>(tm, row, hk, b, out);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<uint8_t> a(kTileBytes);
+    CK(cudaMemcpy(a.data(), out, kTileBytes, cudaMemcpyDeviceToHost));
+    int64_t bad = 0;
+    for (int r = 0; r < kRows; ++r)
+      for (int c = 0; c < kDim; ++c) {
+        const int tok = row + r / g, head = hk * g + r % g, ch = c / 64, cc = c % 64;
+        const int byte = ch * kRows * 128 + r * 128 + ((((cc * 2) / 16) ^ (r % 8)) * 16) + (cc * 2) % 16;
+        __nv_bfloat16 want = __float2bfloat16_rn(0.f);
+        if (tok < kS) want = h[size_t(b) * kS * kRowStride + size_t(tok) * kRowStride + head * kDim + c];
+        bad += std::memcmp(&a[size_t(byte)], &want, 2) != 0;
+      }
+    EXPECT_EQ(bad, 0) << "packed Q tile, g " << g << ": " << bad << " elements differ";
+  }
+  for (void* p : {(void*)src, (void*)out}) cudaFree(p);
+}
+
 }  // namespace
 }  // namespace longattn::cuda

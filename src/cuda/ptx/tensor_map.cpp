@@ -43,6 +43,21 @@ std::string encode_tile_map(const TileMapSpec& s, CUtensorMap* map) {
   if (s.heads == 1) strides[2] = 16;
   if (s.batch == 1) strides[3] = 16;
   cuuint32_t box[5] = {64, cuuint32_t(s.box_rows), cuuint32_t(s.box_chunks > 0 ? s.box_chunks : s.dim / 64), 1, 1};
+  if (s.pack_group > 1) {
+    const int64_t g = s.pack_group;
+    if (s.heads % g != 0 || s.box_rows % g != 0 || g > 256 || s.box_rows / g > 256)
+      return "packed Q map: heads / box rows not divisible by the group";
+    dims[0] = cuuint64_t(s.dim);
+    dims[1] = cuuint64_t(g);
+    dims[2] = cuuint64_t(s.rows);
+    dims[3] = cuuint64_t(s.heads / g);
+    strides[0] = cuuint64_t(s.stride_head) * es;
+    strides[1] = cuuint64_t(s.stride_row) * es;
+    strides[2] = s.heads / g == 1 ? 16 : cuuint64_t(g * s.stride_head) * es;
+    box[1] = cuuint32_t(g);
+    box[2] = cuuint32_t(s.box_rows / g);
+    box[3] = 1;
+  }
   cuuint32_t estr[5] = {1, 1, 1, 1, 1};
   CUresult r = enc(map, s.dtype, 5, const_cast<void*>(s.base), dims, strides, box, estr,
                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,

@@ -23,6 +23,10 @@ struct TileMapSpec {
   // boxes shorter than the tile uses 1: a box's chunks land box_rows x 128 bytes apart, the
   // tile's kBlockN x 128 apart, so each chunk of a short box is its own load.
   int box_chunks = 0;
+  // Packed GQA Q (sm90/pack_gqa.h): > 1 views the tensor as (dim, g = pack_group heads, rows,
+  // heads / g, batch), box (64, g, box_rows / g): one box per 64-column chunk (column
+  // coordinate 64 c) lands as box_rows rows in the order (row, head of the group).
+  int pack_group = 0;
 };
 
 // Encodes `spec` into `map`. Returns "" on success, else a message.

@@ -1,7 +1,8 @@
 // Epilogue: O (normalized in registers) and LSE to global memory.
 // Direct stores from the accumulator fragment: a quad writes 4 consecutive pairs of one row
 // (16 bytes for 16-bit outputs); rows at or past row_end (seq_q; ragged: the sequence's
-// end in the token dimension) are clipped. 64-bit offsets.
+// end in the token dimension) are clipped. 64-bit offsets. Packed GQA tiles scatter their
+// rows to (position, head): store_packed.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,6 +14,28 @@
 
 namespace longattn::cuda::sm90 {
 
+// Half `half` (rows row0 and row0 + 8 of the fragment) of this thread's O to out + base.
+template <int NO>
+__device__ __forceinline__ void store_o_half(const FwdParams& p, const float (&o)[NO], int half, int64_t base) {
+  if (p.out_type == OutType::f32) {
+    float* out = static_cast<float*>(p.out) + base;
+#pragma unroll
+    for (int c = 0; c < NO / 4; ++c)
+      *reinterpret_cast<float2*>(out + 8 * c) = make_float2(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
+  } else if (p.out_type == OutType::bf16) {
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + base;
+#pragma unroll
+    for (int c = 0; c < NO / 4; ++c)
+      *reinterpret_cast<__nv_bfloat162*>(out + 8 * c) =
+          __floats2bfloat162_rn(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
+  } else {
+    __half* out = static_cast<__half*>(p.out) + base;
+#pragma unroll
+    for (int c = 0; c < NO / 4; ++c)
+      *reinterpret_cast<__half2*>(out + 8 * c) = __floats2half2_rn(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
+  }
+}
+
 template <int NO>
 __device__ __forceinline__ void store_o(const FwdParams& p, const float (&o)[NO], int64_t b,
                                         int64_t h, int64_t row0, int lane, int64_t row_end) {
@@ -20,25 +43,25 @@ __device__ __forceinline__ void store_o(const FwdParams& p, const float (&o)[NO]
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + 8 * half;
     if (row >= row_end) continue;
-    int64_t base = b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4);
-    if (p.out_type == OutType::f32) {
-      float* out = static_cast<float*>(p.out) + base;
+    store_o_half(p, o, half, b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4));
+  }
+}
+
+// Packed GQA (pack_gqa.h): tile row r = r0 + 8 half is query position pos0 + r / g of head
+// hk g + r % g (g = 2^p.pack_shift); positions at or past pos_end are clipped. Both O and LSE.
+template <int NO>
+__device__ __forceinline__ void store_packed(const FwdParams& p, const float (&o)[NO], const float (&lse)[2],
+                                             int64_t b, int32_t hk, int64_t pos0, int r0, int lane,
+                                             int64_t pos_end) {
+  const int32_t sh = p.pack_shift, gm = (1 << sh) - 1;
 #pragma unroll
-      for (int c = 0; c < NO / 4; ++c)
-        *reinterpret_cast<float2*>(out + 8 * c) = make_float2(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
-    } else if (p.out_type == OutType::bf16) {
-      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + base;
-#pragma unroll
-      for (int c = 0; c < NO / 4; ++c)
-        *reinterpret_cast<__nv_bfloat162*>(out + 8 * c) =
-            __floats2bfloat162_rn(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
-    } else {
-      __half* out = static_cast<__half*>(p.out) + base;
-#pragma unroll
-      for (int c = 0; c < NO / 4; ++c)
-        *reinterpret_cast<__half2*>(out + 8 * c) =
-            __floats2half2_rn(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
-    }
+  for (int half = 0; half < 2; ++half) {
+    const int32_t r = r0 + 8 * half;
+    const int64_t pos = pos0 + (r >> sh), h = (int64_t(hk) << sh) + (r & gm);
+    if (pos >= pos_end) continue;
+    store_o_half(p, o, half, b * p.out_stride_b + pos * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4));
+    if (p.lse != nullptr && lane % 4 == 0)
+      p.lse[b * p.lse_stride_b + h * p.lse_stride_h + pos * p.lse_stride_s] = lse[half];
   }
 }
 

@@ -33,13 +33,16 @@ namespace longattn::cuda::sm90 {
 // kPaged_ (with kRagged_): paged K/V; only the producer differs (it resolves each K/V
 // tile's page from the page table), the consumers see the same shared-memory tiles.
 // kHeadDimV_: v's head dim when it differs from q / k's (192 / 128; ragged kernels only).
+// kPack_ (with kRagged_): packed GQA tiles (pack_gqa.h): a tile is (batch, kv head, packed
+// q-block), its rows the g query heads of the kv head at kBlockM / g positions.
 template <class T, int kHeadDim_, bool kCausalTile, int kVariant = 0, bool kFeat_ = false,
-          bool kRagged_ = false, bool kPaged_ = false, int kHeadDimV_ = kHeadDim_>
+          bool kRagged_ = false, bool kPaged_ = false, int kHeadDimV_ = kHeadDim_, bool kPack_ = false>
 struct KernelConfig {
   using Element = T;
   static constexpr bool kFeat = kFeat_;
   static constexpr bool kRagged = kFeat_ && kRagged_;
   static constexpr bool kPaged = kFeat_ && kRagged_ && kPaged_;
+  static constexpr bool kPack = kFeat_ && kRagged_ && kPack_;
   static constexpr TileConfig kTile = kPaged    ? paged_tile(kHeadDim_, kHeadDimV_)
                                       : kRagged ? ragged_tile(kHeadDim_, kHeadDimV_)
                                       : kFeat_ ? feature_tile(kHeadDim_)
@@ -65,6 +68,7 @@ struct KernelConfig {
   static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
   static_assert(kBlockN % 16 == 0 && kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "wgmma k16 steps / 128B chunks");
   static_assert(kHeadDimV == kHeadDim || kRagged, "split head dims run the ragged kernels only");
+  static_assert(!kPack || kHeadDimV == kHeadDim, "packed GQA: equal q / v head dims");
 };
 
 // Ping-pong between consumer warpgroups: a warpgroup issues its GEMMs only in its turn
@@ -120,7 +124,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     // spill on some tiles.
     SeqCoord sc{0, 0, 0, 0};
     if constexpr (Cfg::kRagged) sc = seq_coord(p, tc.b);
-    using Mask = TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat>;
+    using Mask = TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat, Cfg::kPack>;
     const Mask mask = [&] {
       if constexpr (Cfg::kRagged) {
         return Mask(p, tc.m_block, sc);
@@ -131,7 +135,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     const int64_t seq_q = Cfg::kRagged ? int64_t(sc.q_len) : p.seq_q;
     int64_t lo, hi;
     mask.block_range(seq_q, &lo, &hi);
-    if constexpr (Cfg::kRagged) {
+    if constexpr (Cfg::kPack) {
+      if (mask.m0 >= seq_q) lo = hi = 0;  // m0: the tile's first query position
+    } else if constexpr (Cfg::kRagged) {
       if (int64_t(tc.m_block) * Cfg::kBlockM >= seq_q) lo = hi = 0;
     }
     if constexpr (!Cfg::kFeat) {
@@ -180,7 +186,15 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     OnlineSoftmax smx;
     smx.init();
     if constexpr (Cfg::kFeat) {
-      if (p.sinks) smx.init_sink(p.sinks[tc.h * p.sinks_stride] * p.sink_to_raw, lane);
+      if constexpr (Cfg::kPack) {  // the rows' own heads (tc.h is the kv head)
+        if (p.sinks) {
+          const int32_t gm = (1 << p.pack_shift) - 1, h0 = tc.h << p.pack_shift;
+          smx.init_sink_rows(p.sinks[(h0 + (row0 & gm)) * p.sinks_stride] * p.sink_to_raw,
+                             p.sinks[(h0 + ((row0 + 8) & gm)) * p.sinks_stride] * p.sink_to_raw, lane);
+        }
+      } else {
+        if (p.sinks) smx.init_sink(p.sinks[tc.h * p.sinks_stride] * p.sink_to_raw, lane);
+      }
       if (kFixedOk && p.softcap_in != 0.f && softcap_is_fixed(p.softcap_mode)) smx.fix_max(sl2);
     }
     float factor[2];
@@ -315,7 +329,11 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       smx.finalize(p.scale_log2, inv, lse);
     }
     rescale_rows(o, inv);
-    if constexpr (Cfg::kRagged) {  // rows of this sequence in the token dimension
+    if constexpr (Cfg::kPack) {  // rows scattered back to (position, head)
+      const SeqCoord e = seq_coord(p, tc.b);
+      const int64_t pos0 = int64_t(e.q0) + int64_t(tc.m_block) * (Cfg::kBlockM >> p.pack_shift);
+      store_packed(p, o, lse, tc.b, tc.h, pos0, row0, lane, int64_t(e.q0) + e.q_len);
+    } else if constexpr (Cfg::kRagged) {  // rows of this sequence in the token dimension
       const SeqCoord e = seq_coord(p, tc.b);  // re-read: not held in registers through the loop
       const int64_t row = int64_t(e.q0) + tc.m_block * Cfg::kBlockM + row0;
       store_o(p, o, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
@@ -391,19 +409,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             break;
           }
           const SeqCoord sc = seq_coord(p, tc.b);
-          const TileMask<Cfg::kBlockM, Cfg::kBlockN, true> mask(p, tc.m_block, sc);
+          const TileMask<Cfg::kBlockM, Cfg::kBlockN, true, Cfg::kPack> mask(p, tc.m_block, sc);
           int64_t lo, hi;
           mask.block_range(sc.q_len, &lo, &hi);
-          if (tc.m_block * Cfg::kBlockM >= sc.q_len) lo = hi = 0;  // past the sequence (see consumer)
+          if constexpr (Cfg::kPack) {
+            if (mask.m0 >= sc.q_len) lo = hi = 0;  // past the sequence (see consumer)
+          } else {
+            if (tc.m_block * Cfg::kBlockM >= sc.q_len) lo = hi = 0;
+          }
+          // The first q row of the tile (packed: m0 is a position, tc.h the kv head, group 1);
+          // written out at each call: a named local reordered the unpacked kernels' PTX.
           if constexpr (Cfg::kPaged) {
             prod.tile_paged(p, tc.b * int32_t(p.pt_stride_b),
                             p.cu_seqlens_q ? 0 : tc.b, tc.h, tc.h / int32_t(p.group),
-                            sc.q0 + tc.m_block * Cfg::kBlockM, sc.k_len, int32_t(lo), int32_t(hi));
+                            Cfg::kPack ? sc.q0 + int32_t(mask.m0) : sc.q0 + tc.m_block * Cfg::kBlockM, sc.k_len,
+                            int32_t(lo), int32_t(hi));
             continue;
           }
           // Ragged q / k: token-row coordinates from the sequence start, TMA batch 0.
           prod.tile_rows(p.cu_seqlens_q ? 0 : tc.b, p.cu_seqlens_k ? 0 : tc.b, tc.h, tc.h / int32_t(p.group),
-                         sc.q0 + tc.m_block * Cfg::kBlockM, sc.k0, int32_t(lo), int32_t(hi));
+                         Cfg::kPack ? sc.q0 + int32_t(mask.m0) : sc.q0 + tc.m_block * Cfg::kBlockM, sc.k0,
+                         int32_t(lo), int32_t(hi));
         } else {
           const TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat> mask(p, tc.m_block);
           int64_t lo, hi;

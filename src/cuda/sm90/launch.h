@@ -25,6 +25,7 @@ struct LaunchArgs {
   bool cost_order = false;  // that list in the cost-sorted item order instead of sequence-major (A/B)
   int64_t list_items = 0;  // its capacity in items: a host bound on the live (sequence, q-block) items
   bool dynamic = false;    // LPT problems: atomic-counter tile assignment where compiled (kernel.cuh kDynamic)
+  bool pack = false;       // with ragged: packed GQA tiles (pack_gqa.h; kernel.cuh kPack), tm_q the packed view
 };
 
 // Launches the kernel for (dtype, head dim); tile sizes come from

@@ -96,6 +96,10 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
   // Sinks, softcap, windows, chunks: one feature kernel per (dtype, head dim), on
   // feature_tile (the tile variant switch does not apply).
   if (a.features) {
+    if (a.pack) {  // packed GQA (pack_gqa.h): the ragged / paged kernels with packed tiles
+      if (a.paged) return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true, true, kHeadDim, true>>(a);
+      return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true, false, kHeadDim, true>>(a);
+    }
     if (a.paged) return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true, true>>(a);
     if (a.ragged) return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true>>(a);
     return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true>>(a);

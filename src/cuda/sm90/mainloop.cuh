@@ -50,10 +50,21 @@ struct Producer {
     vs.advance();
   }
   // Feature kernel (ragged rows): the same loads at explicit token-row coordinates.
+  // Packed GQA (Cfg::kPack, pack_gqa.h): h is the kv head and tm_q views Q as (dim, g heads,
+  // tokens, kv heads, batch); a box of (64, g, kBlockM / g) per 64-column chunk lands as
+  // that chunk's kBlockM rows in packed order (row = position x g + head), 128B-swizzled like
+  // any box (the swizzle follows the shared-memory address).
   __device__ void load_q_row(int32_t b, int32_t h, int32_t row) {
     ptx::mbar_wait(sm.q_empty(qs.stage), qs.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.q_full(qs.stage), Smem::kQBytes);
-    ptx::tma_load_5d(sm.q(qs.stage), tm_q, sm.q_full(qs.stage), 0, row, 0, h, b);
+    if constexpr (Cfg::kPack) {
+#pragma unroll
+      for (int c = 0; c < Cfg::kHeadDim / 64; ++c)
+        ptx::tma_load_5d(sm.q(qs.stage) + c * (Cfg::kBlockM * 128), tm_q, sm.q_full(qs.stage), c * 64, 0, row, h,
+                         b);
+    } else {
+      ptx::tma_load_5d(sm.q(qs.stage), tm_q, sm.q_full(qs.stage), 0, row, 0, h, b);
+    }
     qs.advance();
   }
   __device__ void load_k_row(int32_t b, int32_t hk, int32_t row) {

@@ -5,6 +5,9 @@
 // kWindow (the feature kernel only) adds sliding windows and chunks: the visited blocks get
 // a lower bound, and a block needs the element mask when it lies outside the keys every row
 // of the tile sees. The dense kernels (kWindow false) compile exactly the code they had.
+// kPack (with kWindow; pack_gqa.h): a tile of kBlockM packed rows holds kBlockM / g query
+// positions x the g query heads of one kv head, row r at position m0 + r / g; the bounds and
+// the element mask use the row's position, never its index.
 #pragma once
 
 #include <cmath>
@@ -42,11 +45,13 @@ LONGATTN_MASK_FN SeqCoord seq_coord(const FwdParams& p, int32_t b) {
   return s;
 }
 
-template <int kBlockM, int kBlockN, bool kWindow = false>
+template <int kBlockM, int kBlockN, bool kWindow = false, bool kPack = false>
 struct TileMask {
+  static_assert(kWindow || !kPack, "packed GQA tiles run the feature kernels only");
   int64_t seq_k, offset;
-  int64_t m0;  // first query row of the tile
+  int64_t m0;  // first query row (kPack: query position) of the tile
   bool causal;
+  int32_t pshift = 0;  // kPack: log2 of the group (rows per query position)
   // kWindow only. 32-bit: the host sends the feature kernel only problems with
   // 2 (seq_q + seq_k) < 2^31 and clamps windows and chunks to seq_q + seq_k, so positions,
   // bounds and their sums fit (the producer runs on 24-32 registers).
@@ -55,6 +60,10 @@ struct TileMask {
 
   LONGATTN_MASK_FN TileMask(const FwdParams& p, int64_t m_block)
       : seq_k(p.seq_k), offset(p.causal_offset), m0(m_block * kBlockM), causal(p.causal) {
+    if constexpr (kPack) {
+      pshift = p.pack_shift;
+      m0 = m_block * (kBlockM >> pshift);
+    }
     if constexpr (kWindow) {
       wl = int32_t(p.window_left);
       wr = int32_t(p.window_right);
@@ -95,8 +104,15 @@ struct TileMask {
   // First and last key positions of the tile's rows that exist (kWindow).
   LONGATTN_MASK_FN int32_t first_pos() const { return pos0; }
   LONGATTN_MASK_FN int32_t last_pos(int64_t seq_q) const {
+    if constexpr (kPack) {
+      const int64_t end = m0 + positions();
+      return int32_t((end < seq_q ? end : seq_q) - 1 + offset);
+    }
     return int32_t((m0 + kBlockM < seq_q ? m0 + kBlockM : seq_q) - 1 + offset);
   }
+  // Query positions per tile, and the position offset of tile row r (kPack: r / g).
+  LONGATTN_MASK_FN int64_t positions() const { return kPack ? int64_t(kBlockM >> pshift) : int64_t(kBlockM); }
+  LONGATTN_MASK_FN int32_t row_pos(int32_t r) const { return kPack ? (r >> pshift) : r; }
 
   // Key blocks [lo, hi) with any visible key for rows [m0, min(m0 + kBlockM, seq_q)).
   LONGATTN_MASK_FN void block_range(int64_t seq_q, int64_t* lo, int64_t* hi) const {
@@ -165,7 +181,11 @@ struct TileMask {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         int32_t l, h;
-        row_limits(first_pos() + row0 + 8 * half, &l, &h);
+        if constexpr (kPack) {
+          row_limits(first_pos() + row_pos(row0 + 8 * half), &l, &h);
+        } else {
+          row_limits(first_pos() + row0 + 8 * half, &l, &h);
+        }
         const int32_t rl = l - int32_t(n0), rh = h - int32_t(n0);  // visible columns [rl, rh)
         // Visible columns [lo_c, lo_c + width): one unsigned compare per element.
         const int lo_c = rl < 0 ? 0 : (rl > kBlockN ? kBlockN : rl);

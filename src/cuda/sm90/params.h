@@ -81,6 +81,11 @@ struct FwdParams {
   // < log2 kBlockN; LONGATTN_PAGED_VGROUP=1): a V box holds every chunk of its rows, one TMA
   // per box instead of one per chunk (paged kernel only; mainloop.cuh gemm_pv).
   int32_t v_group_shift = 0;
+  // Packed GQA (pack_gqa.h; feature kernels with KernelConfig kPack): log2 of the group g.
+  // The tile space is then (batch, kv head, packed q-block): heads_q holds heads_kv and group
+  // 1 for the scheduler, a tile's row r is query position m_block (kBlockM / g) + r / g of
+  // query head h g + r % g. 0: off.
+  int32_t pack_shift = 0;
 };
 
 }  // namespace longattn::cuda::sm90

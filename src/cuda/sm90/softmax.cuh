@@ -38,6 +38,13 @@ struct OnlineSoftmax {
     m[0] = m[1] = sink_raw;
     l[0] = l[1] = (lane % 4 == 0 && sink_raw > -INFINITY) ? 1.f : 0.f;
   }
+  // The two rows' own sinks (packed GQA: the rows may belong to different query heads).
+  __device__ void init_sink_rows(float sink0, float sink1, int lane) {
+    m[0] = sink0;
+    m[1] = sink1;
+    l[0] = (lane % 4 == 0 && sink0 > -INFINITY) ? 1.f : 0.f;
+    l[1] = (lane % 4 == 0 && sink1 > -INFINITY) ? 1.f : 0.f;
+  }
 
   // Turns S into P in place; returns the per-row O rescale factors; `rescale` tells whether
   // any factor in the warp differs from 1.
