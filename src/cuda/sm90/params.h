@@ -81,6 +81,15 @@ struct FwdParams {
   // < log2 kBlockN; LONGATTN_PAGED_VGROUP=1): a V box holds every chunk of its rows, one TMA
   // per box instead of one per chunk (paged kernel only; mainloop.cuh gemm_pv).
   int32_t v_group_shift = 0;
+  // How the producer fills paged tiles shorter than a page (page_math.h PagedMode): 0 one
+  // thread's TMAs, 1 the producer warp's lanes' TMAs, 2 a cp.async gather by the producer
+  // warpgroup, which reads K / V through these byte pointers and strides (last dim
+  // contiguous; 16-byte aligned like the TMA operands).
+  int32_t paged_mode = 0;
+  const uint8_t* k_bytes = nullptr;
+  const uint8_t* v_bytes = nullptr;
+  int64_t k_page_bytes = 0, k_row_bytes = 0, k_head_bytes = 0;
+  int64_t v_page_bytes = 0, v_row_bytes = 0, v_head_bytes = 0;
 };
 
 }  // namespace longattn::cuda::sm90
