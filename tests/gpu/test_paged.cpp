@@ -201,7 +201,7 @@ TEST_P(GpuPaged, MatchesReference) {
   check_paged(GetParam());
 }
 
-// LONGATTN_PAGED_VGROUP=1 (A/B switch, off by default): V boxes of 16 .. block_n / 2 rows carry
+// LONGATTN_PAGED_VGROUP=1, LONGATTN_PAGED_MODE=tma (A/B, off by default): V boxes of 16 .. block_n / 2 rows carry
 // every 64-column chunk into the grouped V layout (params.h v_group_shift, gemm_pv). Pages
 // giving such boxes at every head dim (hdim 256: block_n 64), with seqused_k, ragged q,
 // windows, sinks, softcap, 192 / 128, and sizes the switch leaves alone (3, 24, 128).
@@ -237,7 +237,11 @@ class GpuPagedVGroup : public ::testing::TestWithParam<CaseSpec> {};
 TEST_P(GpuPagedVGroup, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   setenv("LONGATTN_PAGED_VGROUP", "1", 1);
+  // The grouped layout is made by TMA boxes (the gather, default below 32-row boxes, fills
+  // the plain tile and turns it off).
+  setenv("LONGATTN_PAGED_MODE", "tma", 1);
   check_paged(GetParam());
+  unsetenv("LONGATTN_PAGED_MODE");
   unsetenv("LONGATTN_PAGED_VGROUP");
 }
 
