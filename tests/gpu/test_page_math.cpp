@@ -88,6 +88,32 @@ TEST(PageMath, GatherPiecesLandWhereTheSwizzledBoxPutsThem) {
   }
 }
 
+// The gather's page-table reads: per warp, every row its threads copy is read by exactly one
+// lane (gather_loader_row), and thread t's i-th row (gather_first_row(t) + 16 i) is the row
+// of lane gather_loader_lane(t, i) of its own warp; tiles of 64 and 128 keys.
+TEST(PageMath, GatherPageEntriesComeFromOneLanePerRow) {
+  for (uint32_t bn : {64u, 128u}) {
+    for (uint32_t w = 0; w < 4; ++w) {
+      std::set<uint32_t> loaded;
+      for (uint32_t lane = 0; lane < 32; ++lane) {
+        const uint32_t row = gather_loader_row(32 * w + lane);
+        if (row < bn) EXPECT_TRUE(loaded.insert(row).second) << "row " << row << " read twice";
+      }
+      for (uint32_t lane = 0; lane < 32; ++lane) {
+        const uint32_t t = 32 * w + lane;
+        for (uint32_t i = 0; i < bn / kGatherRowStep; ++i) {
+          const uint32_t src = gather_loader_lane(t, i);
+          ASSERT_LT(src, 32u);
+          const uint32_t row = gather_first_row(t) + i * kGatherRowStep;
+          EXPECT_EQ(gather_loader_row(32 * w + src), row) << "bn " << bn << " t " << t << " i " << i;
+          EXPECT_EQ(loaded.count(row), 1u);
+        }
+      }
+      EXPECT_EQ(loaded.size(), size_t(4 * bn / kGatherRowStep));
+    }
+  }
+}
+
 // The producer team's single K / V call site walks the loads in the consumers' order:
 // K[hi - 1]; K[j], V[j + 1] for j = hi - 2 .. lo; V[lo] (mainloop.cuh tile()).
 TEST(PageMath, KvStepsFollowTheConsumersOrder) {

@@ -163,8 +163,9 @@ struct Producer {
   // 128 threads copy the tile's rows in 16-byte pieces (cp.async, L2 only) to where the TMA
   // box would put them (gather_smem_offset: the 128B swizzle), so the consumers' descriptors
   // are unchanged. Thread t copies unit t % 8 of each chunk of rows t / 8 + 16 i: per 128 x
-  // 128 bf16 tile 16 copies per thread, one page-table read per row (L1 hits after the first
-  // tile). Rows at or past the sequence's used keys are not read (their page-table entries
+  // 128 bf16 tile 16 copies per thread. Page-table entries: each lane reads one of its warp's
+  // 32 rows before the stage wait, the threads take theirs by shuffle (page_math.h
+  // gather_loader_row / gather_loader_lane). Rows at or past the sequence's used keys are not read (their page-table entries
   // need not exist): K there is masked, V cleared by the consumers (clear_tail_rows), as on
   // the TMA path. Each thread then arrives once on the full barrier when its copies have
   // landed (cp.async.mbarrier.arrive.noinc; the barrier expects 128 arrivals in this mode,
@@ -182,30 +183,41 @@ struct Producer {
     uint8_t* dst = is_k ? sm.k(stage) : sm.v(stage);
     const uint32_t t0 = j * Cfg::kBlockN;
     const uint32_t rows = k_len - t0 < uint32_t(Cfg::kBlockN) ? k_len - t0 : uint32_t(Cfg::kBlockN);
-    ptx::mbar_wait(is_k ? sm.k_empty(stage) : sm.v_empty(stage), phase ^ 1u);
+    uint64_t* empty = is_k ? sm.k_empty(stage) : sm.v_empty(stage);
     if (p.paged_mode == kPagedGather) {
+      static_assert(Cfg::kBlockN % kGatherRowStep == 0 && Cfg::kBlockN / kGatherRowStep * 4 <= 32,
+                    "a warp's rows: one page-table entry per lane");
+      // This lane's entry for its warp (read before the stage wait: its latency hides there).
+      const uint32_t lrow = gather_loader_row(uint32_t(tid));
+      int32_t lpage = 0;
+      if (lrow < rows) lpage = __ldg(p.page_table + (pt_off + int32_t(page_div(t0 + lrow, p.page_magic, p.page_div_shift))));
+      ptx::mbar_wait(empty, phase ^ 1u);
       constexpr int kMaxChunks = (Cfg::kHeadDim > Cfg::kHeadDimV ? Cfg::kHeadDim : Cfg::kHeadDimV) / 64;
       const int chunks = (is_k ? Cfg::kHeadDim : Cfg::kHeadDimV) / 64;
-      const uint32_t unit = gather_unit(uint32_t(tid));
+      const uint32_t unit = gather_unit(uint32_t(tid)), r0 = gather_first_row(uint32_t(tid));
       const uint8_t* src0 = (is_k ? p.k_bytes : p.v_bytes) + int64_t(hk) * (is_k ? p.k_head_bytes : p.v_head_bytes) +
                             unit * 16;
       const int64_t page_bytes = is_k ? p.k_page_bytes : p.v_page_bytes;
       const int64_t row_bytes = is_k ? p.k_row_bytes : p.v_row_bytes;
       const uint32_t dst0 = ptx::smem_u32(dst);
-      // NOTES: unrolled by 2 (the compiler's 4 spilled 12 bytes at 56 registers): two rows'
-      // page-table reads in flight per thread, 4 warps side by side.
+      // NOTES: unrolled by 2 (fully unrolled the producer spilled at 56 registers). Every lane
+      // runs every step (the shuffle needs the whole warp); rows past the keys copy nothing.
 #pragma unroll 2
-      for (uint32_t r = gather_first_row(uint32_t(tid)); r < rows; r += kGatherRowStep) {
-        const uint32_t t = t0 + r, pg = page_div(t, p.page_magic, p.page_div_shift);
-        const int32_t page = __ldg(p.page_table + (pt_off + int32_t(pg)));
-        const uint8_t* src = src0 + int64_t(page) * page_bytes + int64_t(t - pg * uint32_t(p.page_size)) * row_bytes;
-        const uint32_t d = dst0 + gather_smem_offset(r, unit, Cfg::kBlockN);
+      for (uint32_t i = 0; i < uint32_t(Cfg::kBlockN / kGatherRowStep); ++i) {
+        const int32_t page = __shfl_sync(0xffffffffu, lpage, int(gather_loader_lane(uint32_t(tid), i)));
+        const uint32_t r = r0 + i * kGatherRowStep;
+        if (r < rows) {
+          const uint32_t t = t0 + r, pg = page_div(t, p.page_magic, p.page_div_shift);
+          const uint8_t* src = src0 + int64_t(page) * page_bytes + int64_t(t - pg * uint32_t(p.page_size)) * row_bytes;
+          const uint32_t d = dst0 + gather_smem_offset(r, unit, Cfg::kBlockN);
 #pragma unroll
-        for (int c = 0; c < kMaxChunks; ++c)
-          if (c < chunks) ptx::cp_async_16(d + c * (Cfg::kBlockN * 128), src + c * 128);
+          for (int c = 0; c < kMaxChunks; ++c)
+            if (c < chunks) ptx::cp_async_16(d + c * (Cfg::kBlockN * 128), src + c * 128);
+        }
       }
       ptx::cp_async_mbar_arrive_noinc(full);
     } else {  // kPagedLanes
+      ptx::mbar_wait(empty, phase ^ 1u);
       const int dim = is_k ? Cfg::kHeadDim : Cfg::kHeadDimV;
       const uint32_t shift = uint32_t(p.box_shift);
       const uint32_t boxes = (rows + (1u << shift) - 1) >> shift;

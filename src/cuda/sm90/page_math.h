@@ -98,6 +98,12 @@ LONGATTN_PAGE_FN uint32_t gather_smem_offset(uint32_t row, uint32_t unit, uint32
 constexpr uint32_t kGatherRowStep = 16;
 LONGATTN_PAGE_FN uint32_t gather_unit(uint32_t t) { return t & 7u; }
 LONGATTN_PAGE_FN uint32_t gather_first_row(uint32_t t) { return t >> 3; }
+// A warp's threads copy rows 4 w + q + 16 i (q < 4, i < block_n / 16): at most 32 rows, so
+// each lane reads the page-table entry of one of them (gather_loader_row), once per tile and
+// before the stage wait, and thread t takes its i-th row's page from lane
+// gather_loader_lane(t, i) by shuffle: no dependent global read per row.
+LONGATTN_PAGE_FN uint32_t gather_loader_row(uint32_t t) { return 4u * (t >> 5) + (t & 3u) + 16u * ((t & 31u) >> 2); }
+LONGATTN_PAGE_FN uint32_t gather_loader_lane(uint32_t t, uint32_t i) { return ((t & 31u) >> 3) + 4u * i; }
 
 // Step s (0 <= s < 2 (hi - lo)) of a tile's K / V loads in the consumers' order (mainloop.cuh):
 // K[hi - 1]; then K[j], V[j + 1] for j = hi - 2 .. lo; finally V[lo].
