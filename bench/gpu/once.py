@@ -2,8 +2,9 @@
 """One longattn call on random inputs, for profilers (ncu): a warm-up call, then the profiled one.
 
 Usage: ncu -k regex:fwd_kernel -s 1 -c 1 --metrics ... python3 bench/gpu/once.py --lib LIB
-       --batch 1 --seq 65536 --hq 32 --hk 8 --dim 128 [--causal]
-Scheduler switches come from the environment (LONGATTN_SECTIONS, ...)."""
+       --batch 1 --seq 65536 --hq 32 --hk 8 --dim 128 [--causal] [--softcap 30 [--sinks]]
+Scheduler and softcap switches come from the environment (LONGATTN_SECTIONS,
+LONGATTN_SOFTCAP_MODE, ...). --softcap / --sinks run the feature kernel (bench.py's ex call)."""
 import argparse
 import os
 import sys
@@ -21,6 +22,8 @@ ap.add_argument("--hq", type=int, default=32)
 ap.add_argument("--hk", type=int, default=8)
 ap.add_argument("--dim", type=int, default=128)
 ap.add_argument("--causal", action="store_true")
+ap.add_argument("--softcap", type=float, default=0.0)
+ap.add_argument("--sinks", action="store_true")
 a = ap.parse_args()
 g = torch.Generator(device="cuda").manual_seed(1)
 q = torch.randn(a.batch, a.seq, a.hq, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -28,8 +31,12 @@ k = torch.randn(a.batch, a.seq, a.hk, a.dim, device="cuda", dtype=torch.bfloat16
 v = torch.randn(a.batch, a.seq, a.hk, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
 o = torch.full_like(q, float("nan"))
 la = LongAttn(a.lib)
+sinks = torch.rand(a.hq, device="cuda", dtype=torch.float32, generator=g) * 4 - 1 if a.sinks else None
 for _ in range(2):
-    la(q, k, v, o, None, a.causal)
+    if a.softcap > 0 or sinks is not None:
+        la.ex(q, k, v, o, a.causal, softcap=a.softcap, sinks=sinks)
+    else:
+        la(q, k, v, o, None, a.causal)
 torch.cuda.synchronize()
 assert not torch.isnan(o).any().item(), "unwritten output"
 print("once: ok")

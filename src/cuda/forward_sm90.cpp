@@ -148,7 +148,11 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // Sinks, softcap, windows and chunks run the feature kernel (tile_size.h feature_tile);
   // the dense kernels stay as they were.
   const bool paged = p.kv == KvLayout::paged;
-  const bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged || split;
+  // LONGATTN_SOFTCAP_2WG=1 (A/B switch): softcap at hdim 64 on the ragged kernel's two-warpgroup
+  // 128 x 128 tile at 232 registers, where the fixed-max and FMA-pipe exp2 modes compile (the
+  // dense three-warpgroup tile at 160 spills with them; softcap_mode.h).
+  const bool cap_2wg = p.dim_qk == 64 && p.softcap > 0.f && env_is("LONGATTN_SOFTCAP_2WG", "1");
+  const bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged || split || cap_2wg;
   const bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged;
   // The feature kernel's mask arithmetic is 32-bit (mask.cuh).
   if (features && 2 * (p.max_seq_q + p.max_seq_k) > INT32_MAX - 4096)
@@ -378,6 +382,9 @@ Status cuda_forward(const Args& a, const Problem& p) {
     // LONGATTN_TILE_LIST=1 forces the list (tests), =0 the padded grid.
     const bool varying = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k;
     la.tile_list = ragged && (varying || env_is("LONGATTN_TILE_LIST", "1")) && !env_is("LONGATTN_TILE_LIST", "0");
+    // LONGATTN_TILE_ORDER=cost: the cost-sorted item order (tile_list.cuh) instead of the
+    // sequence-major one (A/B measurement).
+    la.cost_order = env_is("LONGATTN_TILE_ORDER", "cost");
     // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
     la.list_items = fp.batch * fp.num_m_blocks;
     if (p.q_ragged) la.list_items = std::min(la.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);

@@ -4,7 +4,8 @@
 # BIN_DIR holds prebuilt test_gpu_primitives, test_gpu_forward and liblongattn_capi.so (built
 # elsewhere with -cudart static); without it everything is built here into build-gpu.
 # STAGES (env) picks what runs: any of "prim fwd san bench seqbench fbench" (default: all but
-# long, the issue-6 long-context rows, ncu, L2 figures of one long call, seqbench, the back-to-back timing variant of the benchmark, fbench, the issue-5 feature
+# long, the issue-6 long-context rows, ncu, L2 figures of one long call, ncucap, full ncu reports
+# of the softcapped hdim-128 feature kernel (NCU_CAP_MODES), seqbench, the back-to-back timing variant of the benchmark, fbench, the issue-5 feature
 # rows, pbench, the paged K/V rows alone (pages 3..1024, LONGATTN_TILE_LIST=0,
 # LONGATTN_PAGED_VGROUP=1 and LONGATTN_PAGED_MODE=tma/lanes/gather variants, 192/128 head
 # dims vs cuDNN), and psan, memcheck and
@@ -77,6 +78,43 @@ for st in $STAGES; do
           --lib "$BIN/liblongattn_capi.so" --seq ${NCU_SEQ:-131072} $c >>"$OUT/ncu.log" 2>&1
       done; done
       grep -E "^== ncu|lts__t_sector_hit_rate|dram__bytes_read|gpu__time_duration" "$OUT/ncu.log" ;;
+    ncucap)
+      # Issue 5: what limits the softcapped hdim-128 feature kernel (bf16 2 x 8192, 16 heads,
+      # cap 30, sinks; the fbench shape). One full report per LONGATTN_SOFTCAP_MODE in
+      # NCU_CAP_MODES (default "fixed fixedh"), and "nocap" = the same kernel with sinks only
+      # (the plain softmax). Per report: the .ncu-rep, the raw metrics (csv) and a grep of pipe
+      # use, issue activity and stall reasons; the per-SASS-line source page where ncu has it.
+      for m in ${NCU_CAP_MODES:-nocap fixed fixedh}; do
+        cap="--softcap 30"; [ "$m" = nocap ] && cap=""
+        LONGATTN_SOFTCAP_MODE=$([ "$m" = nocap ] || echo "$m") ncu --set full --import-source yes -k regex:fwd_kernel \
+          -s 1 -c 1 -f -o "$OUT/ncu_cap_$m" python3 bench/gpu/once.py --lib "$BIN/liblongattn_capi.so" \
+          --batch 2 --seq 8192 --hq 16 --hk 16 --dim 128 $cap --sinks >"$OUT/ncu_cap_$m.log" 2>&1
+        ncu --import "$OUT/ncu_cap_$m.ncu-rep" --page raw --csv >"$OUT/ncu_cap_${m}_raw.csv" 2>&1
+        ncu --import "$OUT/ncu_cap_$m.ncu-rep" --page details >"$OUT/ncu_cap_${m}_details.txt" 2>&1
+        ncu --import "$OUT/ncu_cap_$m.ncu-rep" --page source --csv --print-source sass \
+          >"$OUT/ncu_cap_${m}_sass.csv" 2>/dev/null || true
+        echo "== ncucap $m"
+        python3 - "$OUT/ncu_cap_${m}_raw.csv" <<'PY'
+import csv, re, sys
+rows = list(csv.reader(open(sys.argv[1])))
+hdr = next((r for r in rows if "gpu__time_duration.sum" in r), None)
+if hdr is None:
+    print(open(sys.argv[1]).read()[:2000]); sys.exit()
+val = rows[rows.index(hdr) + 2]
+pat = re.compile(r"gpu__time_duration.sum|sm__pipe_.*(cycles_active|inst_executed).*pct_of_peak_sustained_active$|"
+                 r"sm__inst_executed_pipe_.*pct_of_peak_sustained_active$|smsp__issue_active.avg.pct|"
+                 r"smsp__average_warp_latency_issue_stalled_.*ratio$|smsp__average_warps_issue_stalled_.*_per_issue_active.ratio$|"
+                 r"smsp__warps_issue_stalled_.*avg.pct|sm__throughput.avg.pct|l1tex__data_pipe_lsu_wavefronts_mem_shared.*pct|"
+                 r"smsp__cycles_active.avg$|sm__cycles_elapsed.avg$|smsp__inst_executed.sum$")
+for h, v in zip(hdr, val):
+    if pat.search(h):
+        try:
+            if float(v.replace(",", "")) == 0: continue
+        except ValueError:
+            pass
+        print(f"  {h} = {v}")
+PY
+      done ;;
     seqbench)
       PYTHONUNBUFFERED=1 run seqbench python3 bench/gpu/bench.py --sequential --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -17 "$OUT/seqbench.log" ;;

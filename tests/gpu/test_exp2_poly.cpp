@@ -124,6 +124,14 @@ TEST(SoftcapMode, ParsesEveryName) {
   EXPECT_EQ(sm90::parse_softcap_mode("fixed8"), sm90::kCapFixedPoly8);
   EXPECT_EQ(sm90::parse_softcap_mode("fixedx"), sm90::kCapFixedExpTanh);
   EXPECT_EQ(sm90::parse_softcap_mode("fixedx8"), sm90::kCapFixedExpTanh8);
+  EXPECT_EQ(sm90::parse_softcap_mode("fixedh"), sm90::kCapFixedHalves);
+  EXPECT_EQ(sm90::parse_softcap_mode("fixed8h"), sm90::kCapFixedPoly8Halves);
+  EXPECT_EQ(sm90::parse_softcap_mode("fused8"), sm90::kCapFusedPoly8);
+  EXPECT_TRUE(sm90::softcap_is_fixed(sm90::kCapFixedHalves) && sm90::softcap_is_fixed(sm90::kCapFixedPoly8Halves));
+  EXPECT_FALSE(sm90::softcap_is_fixed(sm90::kCapFusedPoly8));
+  EXPECT_TRUE(sm90::softcap_halves(sm90::kCapFixedPoly8Halves) && !sm90::softcap_halves(sm90::kCapFixedPoly8));
+  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixedHalves), sm90::kCapFused);
+  EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFusedPoly8), sm90::kCapFusedPoly8);
   EXPECT_EQ(sm90::softcap_unfixed(sm90::kCapFixedExpTanh8), sm90::kCapFused);
   EXPECT_EQ(sm90::kSoftcapDefault, sm90::kCapFixed);
 }

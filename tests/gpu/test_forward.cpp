@@ -354,8 +354,10 @@ TEST(GpuForwardSchedule, CausalSectionsCoverEveryTile) {
 // the split order on masked ones, so the cases mix both: causal and windowed tiles, rows that
 // see no key (top-left window; output 0, LSE = -inf or the sink), sinks, a saturated tanh
 // (scale 1: raw logits of tens), f16 -> f32 and cap > 52 (fixed falls back to fused), sinks
-// far above every logit (fixed: m0 = the sink), the three head dims (fixed8 / fixedx(8) compile
-// at hdim 128 and run as fixed elsewhere; fixed runs as fused at hdim 64).
+// far above every logit (fixed: m0 = the sink), the three head dims (fixed8 / fixedx(8) / fixedh /
+// fixed8h / fused8 compile at hdim 128 and run as fixed / fused elsewhere; fixed runs as fused on
+// the three-warpgroup hdim-64 tile), and the hdim-64 cases again on the two-warpgroup tile
+// (LONGATTN_SOFTCAP_2WG=1), where every mode compiles.
 TEST(GpuForwardSoftcap, EveryMode) {
   if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
   std::vector<Shape> cases;
@@ -389,15 +391,26 @@ TEST(GpuForwardSoftcap, EveryMode) {
   cases.push_back(cap(F(1, 400, 500, 2, 2, 128, false), 60.f));  // cap > 52: fixed falls back
   cases.push_back(cap(F(1, 500, 600, 6, 2, 64, true), 8.f));
   cases.push_back(cap(sinks(F(1, 333, 555, 4, 1, 256, false)), 10.f));
-  for (const char* mode : {"split", "fused", "fixed", "fixed8", "fixedx", "fixedx8"}) {
+  // hdim 64 non-causal with sinks, cap 30 (the bench's shape kind): odd lengths, two batches.
+  cases.push_back(cap(sinks(F(2, 449, 647, 4, 2, 64, false)), 30.f));
+  // The hdim-64 cases again on the two-warpgroup ragged tile (LONGATTN_SOFTCAP_2WG=1), where
+  // the fixed-max and FMA-pipe modes compile at hdim 64.
+  const size_t n_plain = cases.size();
+  for (size_t i = 0; i < n_plain; ++i)
+    if (cases[i].dim == 64) cases.push_back(cases[i]);
+  for (const char* mode : {"split", "fused", "fixed", "fixed8", "fixedx", "fixedx8", "fixedh", "fixed8h", "fused8"}) {
     setenv("LONGATTN_SOFTCAP_MODE", mode, 1);
-    for (Shape s : cases) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      Shape s = cases[i];
+      const bool two_wg = i >= n_plain;
+      if (two_wg) setenv("LONGATTN_SOFTCAP_2WG", "1", 1);
       s.seed += 77;
       s.rows_per_head = 24;
       CheckResult r = run_case(s, atol_for(s));
-      printf("%-7s %-48s err %.2e naive %.2e lse %.2e (naive %.2e)\n", mode, s.name().c_str(), r.max_err,
-             r.naive_err, r.lse_err, r.lse_naive);
-      EXPECT_TRUE(r.failure.empty()) << mode << " " << s.name() << ": " << r.failure;
+      unsetenv("LONGATTN_SOFTCAP_2WG");
+      printf("%-7s %-48s%s err %.2e naive %.2e lse %.2e (naive %.2e)\n", mode, s.name().c_str(),
+             two_wg ? " 2wg" : "", r.max_err, r.naive_err, r.lse_err, r.lse_naive);
+      EXPECT_TRUE(r.failure.empty()) << mode << " " << s.name() << (two_wg ? " 2wg" : "") << ": " << r.failure;
     }
   }
   unsetenv("LONGATTN_SOFTCAP_MODE");

@@ -178,10 +178,16 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     float o[kNO];
 #pragma unroll
     for (int i = 0; i < kNO; ++i) o[i] = 0.f;
-    // Fixed-max softcap modes (softcap_mode.h): bf16 kernels, not hdim 64 (its consumer
-    // spilled 16 bytes with them); elsewhere they run as their running-max counterpart.
-    constexpr bool kFixedOk =
-        Cfg::kFeat && Cfg::kHeadDim > 64 && std::is_same_v<typename Cfg::Element, __nv_bfloat16>;
+    // Fixed-max softcap modes (softcap_mode.h): bf16 kernels, not the three-warpgroup hdim-64
+    // tile (its consumer, at 160 registers, spilled 16 bytes with them; the two-warpgroup
+    // hdim-64 ragged tile has 232); elsewhere they run as their running-max counterpart.
+    constexpr bool kRoomy = Cfg::kHeadDim > 64 || Cfg::kWGs == 2;
+    constexpr bool kFixedOk = Cfg::kFeat && kRoomy && std::is_same_v<typename Cfg::Element, __nv_bfloat16>;
+    // FMA-pipe exp2 variants (fixed8 / fixedx / fixedx8 / fixed8h / fused8): hdim <= 128, not
+    // paged, not the three-warpgroup tile (spills, see update_softcapped; fused8 alone spilled 16
+    // bytes there too).
+    constexpr bool kPolyOk = Cfg::kHeadDim <= 128 && !Cfg::kPaged && kRoomy;
+    constexpr bool kHalvesOk = kFixedOk && !Cfg::kRagged && Cfg::kHeadDim == 128 && Cfg::kBlockN == 128;
     OnlineSoftmax smx;
     smx.init();
     if constexpr (Cfg::kFeat) {
@@ -192,8 +198,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     auto softmax_update = [&](float(&s)[kNS]) -> bool {
       if constexpr (Cfg::kFeat) {
         if (fused_cap)
-          return update_softcapped<(Cfg::kHeadDim > 64 && Cfg::kHeadDim <= 128 && !Cfg::kPaged), kFixedOk>(
-              smx, s, p.softcap_mode, p.softcap_in, sl2, p.rescale_threshold, factor);
+          return update_softcapped<kPolyOk, kFixedOk, kPolyOk>(smx, s, p.softcap_mode, p.softcap_in, sl2,
+                                                                 p.rescale_threshold, factor);
         if (kFixedOk && p.softcap_in != 0.f && softcap_is_fixed(p.softcap_mode))  // capped, masked
           return smx.template update_fixed<0, false, 0>(s, 0.f, sl2, factor);
         return smx.update(s, sl2, p.rescale_threshold, factor);
@@ -241,6 +247,42 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       for (j = hi - 2; j >= lo; --j) {
         wait_full(sm.k_full(ks.stage), ks.phase);
         if (j == hi - 2) clear_v_tail();  // V[hi - 1], read by this iteration's P.V
+        // Halves modes on a block without element mask: S as two commit groups, the softmax
+        // of the first half while the second is on the tensor cores (groups: S lo, S hi, P.V).
+        // A whole iteration of its own. NOTES: sharing the P.V issue and the waits with the
+        // one-group path below made ptxas serialize every wgmma of the kernel (C7511, "ptxas
+        // info", not a warning: check_sass counts it).
+        if constexpr (kHalvesOk) {
+          if (p.softcap_in != 0.f && softcap_halves(p.softcap_mode) && uint32_t(int32_t(j) - ja) < width) {
+            turn.wait_turn();
+            float sh[2][kNS / 2];  // own registers: aliasing s made ptxas serialize (C7511)
+            gemm_qk_halves<Cfg>(sh[0], sh[1], q_wg, sm.k(ks.stage));
+            if (rescale) rescale_rows(o, factor);
+            ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
+            gemm_pv<Cfg>(o, pf, sm.v(vs.stage), uint32_t(p.v_group_shift));
+            turn.pass_turn();
+            ptx::wgmma_wait<2>();
+            ptx::pin(sh[0]);
+            update_fixed_half(smx, sh[0], p.softcap_mode, p.softcap_in, sl2, factor);
+            ptx::wgmma_wait<1>();
+            ptx::pin(sh[1]);
+            release(sm.k_empty(ks.stage));
+            ks.advance();
+            if (j == lo) release(q_empty);
+            update_fixed_half(smx, sh[1], p.softcap_mode, p.softcap_in, sl2, factor);
+            rescale = p.rescale_threshold <= 0.f;  // factor = 1: the fixed max never moves
+            ptx::wgmma_wait<0>();
+            ptx::pin(o);
+            release(sm.v_empty(vs.stage));
+            vs.advance();
+#pragma unroll
+            for (int i = 0; i < kNS / 4; ++i) {
+              pf[i] = ptx::pack2<typename Cfg::Element>(sh[0][2 * i], sh[0][2 * i + 1]);
+              pf[kNS / 4 + i] = ptx::pack2<typename Cfg::Element>(sh[1][2 * i], sh[1][2 * i + 1]);
+            }
+            continue;
+          }
+        }
         turn.wait_turn();
         gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
         // Rescale O while S runs on the tensor cores (FlashAttention-3 order): O is not an

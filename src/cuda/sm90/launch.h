@@ -21,7 +21,8 @@ struct LaunchArgs {
   bool features = false;  // sinks / softcap / window / chunk: the feature kernel (kernel.cuh kFeat)
   bool ragged = false;    // with features: ragged q / k or seqused_k (kernel.cuh kRagged)
   bool paged = false;     // with ragged: paged K/V, TMA per page (kernel.cuh kPaged)
-  bool tile_list = false;  // with ragged: cost-sorted tile list built on the device (tile_list.cuh)
+  bool tile_list = false;  // with ragged: tile list built on the device (tile_list.cuh)
+  bool cost_order = false;  // that list in the cost-sorted item order instead of sequence-major (A/B)
   int64_t list_items = 0;  // its capacity in items: a host bound on the live (sequence, q-block) items
   bool dynamic = false;    // LPT problems: atomic-counter tile assignment where compiled (kernel.cuh kDynamic)
 };

@@ -63,8 +63,12 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
       // rounds past its last live one, a dynamic CTA takes one id past the end. Chunks of one
       // round (tile_list.cuh).
       const int32_t pad = int32_t(2 * grid + 2);
-      tile_list_kernel<Cfg::kBlockM, Cfg::kBlockN><<<1, kTileListThreads, 0, a.stream>>>(
-          pre, reinterpret_cast<int4*>(scratch + 4), int32_t(a.list_items), pad, int32_t(grid), p.tile_counter);
+      if (a.cost_order)
+        tile_list_kernel<Cfg::kBlockM, Cfg::kBlockN><<<1, kTileListThreads, 0, a.stream>>>(
+            pre, reinterpret_cast<int4*>(scratch + 4), int32_t(a.list_items), pad, int32_t(grid), p.tile_counter);
+      else
+        tile_list_seq_kernel<Cfg::kBlockM, Cfg::kBlockN><<<1, kTileListThreads, 0, a.stream>>>(
+            pre, reinterpret_cast<int4*>(scratch + 4), int32_t(a.list_items), pad, p.tile_counter);
     } else {
       e = cudaMemsetAsync(scratch, 0, 16, a.stream);
     }

@@ -335,6 +335,33 @@ __device__ __forceinline__ void gemm_qk(float (&s)[Cfg::kBlockN / 2], const uint
   ptx::wgmma_commit();
 }
 
+// The same S as two commit groups of kBlockN / 2 keys each (softcap_mode.h halves modes):
+// group 1 = keys [0, kBlockN / 2) into lo, group 2 = the rest into hi, so wait_group can hand
+// out the first half while the second is still running. lo and hi are the two halves of the
+// one-group fragment (n8 groups 0..7 and 8..15), so P packs from them in order. K rows kBlockN / 2 on
+// start 64 x 128 bytes further in each chunk (a multiple of the 1024-byte swizzle atom).
+// NOTES: Q is read from shared memory once per half (2 + 2 KB per k16 step instead of 2 + 4).
+template <class Cfg>
+__device__ __forceinline__ void gemm_qk_halves(float (&lo)[Cfg::kBlockN / 4], float (&hi)[Cfg::kBlockN / 4],
+                                               const uint8_t* q_wg, const uint8_t* k_stage) {
+  using T = typename Cfg::Element;
+  constexpr int kHalfN = Cfg::kBlockN / 2;
+  static_assert(kHalfN % 64 == 0, "halves start on a swizzle atom");
+  uint32_t qa = ptx::smem_u32(q_wg), ka = ptx::smem_u32(k_stage);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
+      uint32_t off = (kk % 4) * 32;
+      uint64_t da = ptx::desc_k_major(qa + (kk / 4) * Cfg::kBlockM * 128 + off);
+      uint64_t db = ptx::desc_k_major(ka + (kk / 4) * Cfg::kBlockN * 128 + h * kHalfN * 128 + off);
+      ptx::wgmma_ss<T, kHalfN>(h == 0 ? lo : hi, da, db, kk > 0);
+    }
+    ptx::wgmma_commit();
+  }
+}
+
 // O(64 x hdim_v) += P(64 x kBlockN, registers) V(kBlockN x hdim_v, MN-major): kBlockN/16 RS wgmmas.
 // Paged kernel: V may be grouped (params.h v_group_shift, g = 2^g_shift rows >= 16): the k16
 // step kk lies in group kk 16 / g at row (kk 16) % g, chunks g x 128 bytes apart. g = kBlockN

@@ -5,9 +5,9 @@
 // Uniform-cost tiles (non-causal): sections of one pair, so q-blocks of one head run
 // fastest and the CTAs running together read one head's K/V; dealt round-robin.
 // Causal (lpt): inside each section, longest tiles first (LPT), snake-dealt to balance CTAs.
-// Ragged batches (tile_list): a device list of (sequence, head, q-block) tiles, the items
-// sorted by real cost and cut into chunks of one round, heads slower than items inside a
-// chunk (tile_list.cuh), snake-dealt; no empty tiles.
+// Ragged batches (tile_list): a device list of (sequence, head, q-block) tiles, sequence-major
+// (sequences heaviest first, one kv head at a time; tile_list.cuh), snake-dealt or taken from
+// the counter; no empty tiles.
 // Persistent grid of #SMs CTAs (no gridDim.y/z); producer and consumers of a CTA walk the
 // same deterministic tile sequence, so no tile ids cross between them.
 // Dynamic assignment (LPT kernels of hdim 64 / 128, p.tile_counter set): the CTAs take tile

@@ -34,6 +34,17 @@ enum SoftcapMode : int32_t {
   // MUFU tanh: an A/B probe of whether MUFU.TANH costs more than MUFU.EX2.
   kCapFixedExpTanh = 4,
   kCapFixedExpTanh8 = 5,  // fixed, half the tanhs that way (Bresenham columns), half on MUFU tanh
+  // Fixed (fixed8), and the Q.K^T of a block without element mask issued as two 64-key halves,
+  // committed separately: the softmax of the first half runs while the second half is still
+  // on the tensor cores (the fixed max needs no row max over the whole block). Shortens each
+  // warpgroup's QK -> softmax -> P.V chain by about half a QK GEMM (kernel.cuh). Costs more
+  // shared-memory reads (Q is read once per half).
+  kCapFixedHalves = 6,
+  kCapFixedPoly8Halves = 7,
+  // Fused (running max) with 8 of every 16 column groups taking exp2 on the FMA pipe: for the
+  // kernels without the fixed max (hdim 64, whose consumer runs at 160 registers and is
+  // MUFU-bound even without softcap).
+  kCapFusedPoly8 = 8,
 };
 
 // Fixed-max modes: |exponent| <= cap log2 e <= this many log2 units, so P in [2^-75, 2^75]:
@@ -41,9 +52,13 @@ enum SoftcapMode : int32_t {
 // Covers caps up to 52 (Gemma 2: 50).
 inline constexpr double kFixedMaxLog2 = 75.0;
 constexpr bool softcap_is_fixed(int mode) {
-  return mode == kCapFixed || mode == kCapFixedPoly8 || mode == kCapFixedExpTanh || mode == kCapFixedExpTanh8;
+  return mode == kCapFixed || mode == kCapFixedPoly8 || mode == kCapFixedExpTanh || mode == kCapFixedExpTanh8 ||
+         mode == kCapFixedHalves || mode == kCapFixedPoly8Halves;
 }
-// Whether a fixed-max mode may run (else: kCapFused).
+// Whether a mode issues Q.K^T in two halves (where the kernel compiles it; elsewhere the mode
+// runs as its one-GEMM counterpart).
+constexpr bool softcap_halves(int mode) { return mode == kCapFixedHalves || mode == kCapFixedPoly8Halves; }
+// Whether a fixed-max mode may run (else: kCapFused; kCapFusedPoly8 is not fixed).
 constexpr bool softcap_fixed_ok(bool bf16_in, double cap) { return bf16_in && cap * 1.4426950408889634 <= kFixedMaxLog2; }
 // The mode that replaces a fixed-max one where it may not run.
 constexpr SoftcapMode softcap_unfixed(SoftcapMode m) { return softcap_is_fixed(m) ? kCapFused : m; }
@@ -57,8 +72,8 @@ constexpr bool softcap_poly_col(int c, int k) { return (c % 16) * k / 16 != ((c 
 // to fused elsewhere: f16 inputs, cap > 52; the kernels without it run fused too).
 inline constexpr SoftcapMode kSoftcapDefault = kCapFixed;
 
-// LONGATTN_SOFTCAP_MODE values: split, fused, fixed, fixed8, fixedx, fixedx8; null, empty or unknown:
-// the default. (LONGATTN_SOFTCAP_POLY=1, the earlier switch, is fixed8.)
+// LONGATTN_SOFTCAP_MODE values: split, fused, fixed, fixed8, fixedx, fixedx8, fixedh, fixed8h,
+// fused8; null, empty or unknown: the default. (LONGATTN_SOFTCAP_POLY=1, the earlier switch, is fixed8.)
 inline SoftcapMode parse_softcap_mode(const char* s) {
   if (!s || !*s) return kSoftcapDefault;
   struct Name {
@@ -70,7 +85,10 @@ inline SoftcapMode parse_softcap_mode(const char* s) {
                                     {"fixed", kCapFixed},
                                     {"fixed8", kCapFixedPoly8},
                                     {"fixedx", kCapFixedExpTanh},
-                                    {"fixedx8", kCapFixedExpTanh8}};
+                                    {"fixedx8", kCapFixedExpTanh8},
+                                    {"fixedh", kCapFixedHalves},
+                                    {"fixed8h", kCapFixedPoly8Halves},
+                                    {"fused8", kCapFusedPoly8}};
   for (const Name& n : kNames)
     if (std::strcmp(s, n.name) == 0) return n.mode;
   return kSoftcapDefault;
