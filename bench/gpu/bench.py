@@ -382,6 +382,12 @@ def with_env(env, f):
                 os.environ[k] = v
 
 
+# Environment of each paged bench variant (tag in the row name).
+PAGED_VARIANT_ENV = {"tilelist0": {"LONGATTN_TILE_LIST": "0"}, "vgroup": {"LONGATTN_PAGED_VGROUP": "1", "LONGATTN_PAGED_MODE": "tma"},
+                     "tma": {"LONGATTN_PAGED_MODE": "tma"}, "lanes": {"LONGATTN_PAGED_MODE": "lanes"},
+                     "gather": {"LONGATTN_PAGED_MODE": "gather"}}
+
+
 def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48, 100, 3)):
     """Paged K/V (shuffled page table over a pool with spare pages) against the same shape
     dense, interleaved on the same values (the pages hold the dense K/V rows permuted), plus
@@ -411,30 +417,32 @@ def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48,
         vp[perm.cuda()] = vpad.reshape(b * mp, ps, h, d)
         used = torch.full((b,), s, device="cuda", dtype=torch.int32) if pad else None
         op = torch.full_like(q, float("nan"))
-        outs[ps] = op
+        outs[f"paged {ps}"] = op
         fns[f"paged {ps}"] = (lambda i, kp=kp, vp=vp, op=op, pt=pt, used=used:
                               la.paged(q, kp, vp, op, pt, causal, used))
-        if ps in (16, 128):  # the paged kernel on the padded grid instead of the tile list
-            fns[f"paged {ps} tilelist0"] = (lambda i, kp=kp, vp=vp, op=op, pt=pt, used=used:
-                                            with_env({"LONGATTN_TILE_LIST": "0"},
-                                                     lambda: la.paged(q, kp, vp, op, pt, causal, used)))
-        if ps in (16, 32, 48):  # V boxes with both 64-column chunks (grouped V layout)
-            fns[f"paged {ps} vgroup"] = (lambda i, kp=kp, vp=vp, op=op, pt=pt, used=used:
-                                         with_env({"LONGATTN_PAGED_VGROUP": "1"},
-                                                  lambda: la.paged(q, kp, vp, op, pt, causal, used)))
+        # Variants by environment switch, timed beside the default: the padded grid instead
+        # of the tile list, the grouped V layout (one TMA per V box), and the paged producer
+        # modes (page_math.h PagedMode; default: gather for boxes under 32 rows, else tma).
+        tags = {16: ("tilelist0", "vgroup", "tma", "lanes"), 128: ("tilelist0",), 32: ("lanes", "gather"),
+                48: ("tma", "lanes"), 64: ("gather",), 3: ("tma",)}.get(ps, ())
+        for tag in tags:  # each variant its own output (its own max |diff|)
+            env, ov = PAGED_VARIANT_ENV[tag], torch.full_like(q, float("nan"))
+            outs[f"paged {ps} {tag}"] = ov
+            fns[f"paged {ps} {tag}"] = (lambda i, kp=kp, vp=vp, ov=ov, pt=pt, used=used, env=env:
+                                        with_env(env, lambda: la.paged(q, kp, vp, ov, pt, causal, used)))
     for f in fns.values():
         f(0)
     torch.cuda.synchronize()
-    diffs = {ps: (o.float() - od.float()).abs().max().item() for ps, o in outs.items()}
+    diffs = {name: (o.float() - od.float()).abs().max().item() for name, o in outs.items()}
     ms = time_interleaved(fns, 1)
     fl = 4.0 * b * h * d * visible_pairs_mask(s, s, causal)
     rows = []
     for name, t in ms.items():
         ps = int(name.split()[1]) if name != "dense" else 0
-        extra = (", LONGATTN_TILE_LIST=0" if name.endswith("tilelist0")
-                 else ", LONGATTN_PAGED_VGROUP=1" if name.endswith("vgroup") else "")
+        tag = name.split()[2] if len(name.split()) > 2 else ""
+        extra = "".join(f", {k}={v}" for k, v in PAGED_VARIANT_ENV[tag].items()) if tag else ""
         rows.append({"b": b, "seq": s, "h": h, "d": d, "causal": causal,
-                     "variant": name if ps == 0 else f"paged, page {ps}{extra} (max |diff| vs dense {diffs[ps]:.1e})",
+                     "variant": name if ps == 0 else f"paged, page {ps}{extra} (max |diff| vs dense {diffs[name]:.1e})",
                      "ms": t, "tflops": fl / t / 1e9, "vs_plain": ms["dense"] / t})
     del fns, outs
     torch.cuda.empty_cache()

@@ -229,7 +229,15 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // page 16 at hdim 128 issues 24 TMAs per key block instead of 32.
   int bn_shift = 0;
   while ((1 << bn_shift) < tc.block_n) ++bn_shift;
-  const bool v_grouped = paged && box_shift >= 4 && box_shift < bn_shift && env_is("LONGATTN_PAGED_VGROUP", "1");
+  // How tiles shorter than a page are filled (page_math.h PagedMode): boxes under 32 rows by
+  // a cp.async gather (the one-thread TMA path ran page 16 at 0.54-0.59x of dense);
+  // LONGATTN_PAGED_MODE=tma / lanes / gather forces one (A/B; tests).
+  // The hdim-256 paged kernel has no team modes (tile_size.h paged_team_ok): TMA boxes.
+  const int paged_mode = paged && cuda::sm90::paged_team_ok(tc)
+                             ? cuda::sm90::paged_mode_for(box_shift, tc.block_n, std::getenv("LONGATTN_PAGED_MODE"))
+                             : cuda::sm90::kPagedTma;
+  const bool v_grouped = paged && box_shift >= 4 && box_shift < bn_shift && paged_mode != cuda::sm90::kPagedGather &&
+                         env_is("LONGATTN_PAGED_VGROUP", "1");
   cuda::TileMapSpec mk = map_spec(a.k, dt, kv_box_rows), mv = map_spec(a.v, dt, kv_box_rows);
   if (kv_box_rows < tc.block_n) mk.box_chunks = mv.box_chunks = 1;
   if (v_grouped) mv.box_chunks = 0;
@@ -328,6 +336,17 @@ Status cuda_forward(const Args& a, const Problem& p) {
     fp.page_div_shift = pd.shift;
     fp.box_shift = box_shift;
     fp.v_group_shift = v_grouped ? box_shift : bn_shift;
+    fp.paged_mode = paged_mode;
+    // The gather reads (num_pages, page_size, heads_kv, dim) K / V by byte offsets.
+    const int64_t es = 2;  // bf16 / f16
+    fp.k_bytes = static_cast<const uint8_t*>(a.k.data);
+    fp.v_bytes = static_cast<const uint8_t*>(a.v.data);
+    fp.k_page_bytes = a.k.stride[0] * es;
+    fp.k_row_bytes = a.k.stride[1] * es;
+    fp.k_head_bytes = a.k.stride[2] * es;
+    fp.v_page_bytes = a.v.stride[0] * es;
+    fp.v_row_bytes = a.v.stride[1] * es;
+    fp.v_head_bytes = a.v.stride[2] * es;
   }
   la.num_sms = guard.num_sms();
   la.stream = stream;

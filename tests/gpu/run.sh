@@ -6,10 +6,10 @@
 # STAGES (env) picks what runs: any of "prim fwd san bench seqbench fbench" (default: all but
 # long, the issue-6 long-context rows, ncu, L2 figures of one long call, ncucap, full ncu reports
 # of the softcapped hdim-128 feature kernel (NCU_CAP_MODES), seqbench, the back-to-back timing variant of the benchmark, fbench, the issue-5 feature
-# rows, pbench, the paged K/V rows alone (pages 3..1024, LONGATTN_TILE_LIST=0 and
-# LONGATTN_PAGED_VGROUP=1 variants, 192/128 head dims vs cuDNN), and psan, memcheck and
-# racecheck on small paged cases, gbench, the packed-GQA rows, gsan, memcheck and racecheck on
-# small packed-GQA cases). FWD_FILTER (env) narrows the forward tests (a gtest
+# rows, pbench, the paged K/V rows alone (pages 3..1024, LONGATTN_TILE_LIST=0,
+# LONGATTN_PAGED_VGROUP=1 and LONGATTN_PAGED_MODE=tma/lanes/gather variants, 192/128 head
+# dims vs cuDNN), and psan, memcheck and racecheck on small paged cases, gbench, the packed-GQA
+# rows, gsan, memcheck and racecheck on small packed-GQA cases). FWD_FILTER (env) narrows the forward tests (a gtest
 # filter; 'Huge*' alone: K/V beyond 2^31 elements, ~1 min, ~9 GiB). Logs go to $OUT.
 set -u
 OUT=${OUT:-/tmp/longattn-gpu}
@@ -59,10 +59,10 @@ for st in $STAGES; do
       PYTHONUNBUFFERED=1 run fbench python3 bench/gpu/bench.py --features --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -32 "$OUT/fbench.log" ;;
     psan)
-      PF='Paged/GpuPaged.MatchesReference/b3_sq200_sk450_h4x2_d256_page64_s6:Paged/GpuPaged.MatchesReference/b4_sq300_sk600_h4x2_d128_page128_s9:Paged/GpuPaged.MatchesReference/*_page16_s11:Paged/GpuPaged.MatchesReference/*_page3_s14:Paged/GpuPaged.MatchesReference/*_page24_s22:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s55:GpuPagedCheck.*'
+      PF='Paged/GpuPaged.MatchesReference/b3_sq200_sk450_h4x2_d256_page64_s6:Paged/GpuPaged.MatchesReference/b4_sq300_sk600_h4x2_d128_page128_s9:Paged/GpuPaged.MatchesReference/*_page16_s11:Paged/GpuPaged.MatchesReference/*_page3_s14:Paged/GpuPaged.MatchesReference/*_page24_s22:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s55:PagedMode/GpuPagedMode.MatchesReference/gather_*_s71:PagedMode/GpuPagedMode.MatchesReference/gather_*_s87:PagedMode/GpuPagedMode.MatchesReference/lanes_*_s71:GpuPagedCheck.*'
       run memcheck_paged compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$PF"
       # The consumers' clear of a sequence's last V tile (named barrier + proxy fence).
-      run racecheck_paged compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Paged/GpuPaged.MatchesReference/*_page16_s11:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:Unread/GpuForward.MatchesReference/*_s30' ;;
+      run racecheck_paged compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Paged/GpuPaged.MatchesReference/*_page16_s11:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedMode/GpuPagedMode.MatchesReference/gather_*_s71:PagedMode/GpuPagedMode.MatchesReference/gather_*_s84:PagedMode/GpuPagedMode.MatchesReference/lanes_*_s71:Unread/GpuForward.MatchesReference/*_s30' ;;
     gbench)
       # Packed GQA (issue 5): short seq_q x 8k keys, 32/8 heads, packed vs unpacked vs cuDNN.
       PYTHONUNBUFFERED=1 run gbench python3 bench/gpu/bench.py --gqa --lib "$BIN/liblongattn_capi.so" --out "$OUT"

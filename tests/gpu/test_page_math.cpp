@@ -4,8 +4,12 @@
 
 #include <cstdint>
 #include <random>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "cuda/sm90/page_math.h"
+#include "cuda/sm90/tile_size.h"
 
 namespace longattn::cuda::sm90 {
 namespace {
@@ -49,6 +53,117 @@ TEST(PageMath, BoxShiftIsLargestPowerOfTwoDividingThePage) {
   EXPECT_EQ(box_shift_for(3, 128), 0);
   EXPECT_EQ(box_shift_for(384, 128), 7);
   EXPECT_EQ(box_shift_for(100, 64), 2);
+}
+
+// The gather's destination of each 16-byte piece is where a 128B-swizzled TMA box puts it:
+// CUTLASS-style Swizzle<3, 4, 3> of the unswizzled address (bits 4..6 ^= bits 7..9) inside a
+// tile of 64-column chunks (chunk c at c x block_n x 128 bytes, row r at r x 128), written
+// here from the address, independently of gather_smem_offset's row / unit form. Also: the
+// 128 threads' pieces (gather_unit, gather_first_row, kGatherRowStep) cover every piece of
+// the tile exactly once, and land inside it.
+TEST(PageMath, GatherPiecesLandWhereTheSwizzledBoxPutsThem) {
+  for (uint32_t bn : {64u, 128u, 176u}) {
+    for (uint32_t chunks : {1u, 2u, 3u, 4u}) {
+      std::set<uint32_t> offsets;
+      std::set<std::pair<uint32_t, uint32_t>> pieces;
+      for (uint32_t t = 0; t < 128; ++t) {
+        for (uint32_t r = gather_first_row(t); r < bn; r += kGatherRowStep) {
+          for (uint32_t c = 0; c < chunks; ++c) {
+            const uint32_t unit = c * 8 + gather_unit(t);
+            const uint32_t linear = c * bn * 128 + r * 128 + gather_unit(t) * 16;
+            const uint32_t swizzled = linear ^ (((linear >> 7) & 7u) << 4);
+            const uint32_t off = gather_smem_offset(r, gather_unit(t), bn) + c * bn * 128;
+            EXPECT_EQ(off, swizzled) << "bn " << bn << " row " << r << " unit " << unit;
+            EXPECT_EQ(gather_smem_offset(r, unit, bn), off) << "bn " << bn << " row " << r << " unit " << unit;
+            EXPECT_LT(off + 16, chunks * bn * 128 + 1);
+            EXPECT_EQ(off % 16, 0u);
+            offsets.insert(off);
+            pieces.insert({r, unit});
+          }
+        }
+      }
+      EXPECT_EQ(offsets.size(), size_t(bn * chunks * 8)) << "bn " << bn << " chunks " << chunks;
+      EXPECT_EQ(pieces.size(), size_t(bn * chunks * 8)) << "bn " << bn << " chunks " << chunks;
+    }
+  }
+}
+
+// The gather's page-table reads: per warp, every row its threads copy is read by exactly one
+// lane (gather_loader_row), and thread t's i-th row (gather_first_row(t) + 16 i) is the row
+// of lane gather_loader_lane(t, i) of its own warp; tiles of 64 and 128 keys.
+TEST(PageMath, GatherPageEntriesComeFromOneLanePerRow) {
+  for (uint32_t bn : {64u, 128u}) {
+    for (uint32_t w = 0; w < 4; ++w) {
+      std::set<uint32_t> loaded;
+      for (uint32_t lane = 0; lane < 32; ++lane) {
+        const uint32_t row = gather_loader_row(32 * w + lane);
+        if (row < bn) EXPECT_TRUE(loaded.insert(row).second) << "row " << row << " read twice";
+      }
+      for (uint32_t lane = 0; lane < 32; ++lane) {
+        const uint32_t t = 32 * w + lane;
+        for (uint32_t i = 0; i < bn / kGatherRowStep; ++i) {
+          const uint32_t src = gather_loader_lane(t, i);
+          ASSERT_LT(src, 32u);
+          const uint32_t row = gather_first_row(t) + i * kGatherRowStep;
+          EXPECT_EQ(gather_loader_row(32 * w + src), row) << "bn " << bn << " t " << t << " i " << i;
+          EXPECT_EQ(loaded.count(row), 1u);
+        }
+      }
+      EXPECT_EQ(loaded.size(), size_t(4 * bn / kGatherRowStep));
+    }
+  }
+}
+
+// The producer team's single K / V call site walks the loads in the consumers' order:
+// K[hi - 1]; K[j], V[j + 1] for j = hi - 2 .. lo; V[lo] (mainloop.cuh tile()).
+TEST(PageMath, KvStepsFollowTheConsumersOrder) {
+  for (int32_t lo = 0; lo < 6; ++lo) {
+    for (int32_t hi = lo + 1; hi < lo + 40; ++hi) {
+      std::vector<std::pair<bool, int32_t>> want, got;
+      want.push_back({true, hi - 1});
+      for (int32_t j = hi - 2; j >= lo; --j) {
+        want.push_back({true, j});
+        want.push_back({false, j + 1});
+      }
+      want.push_back({false, lo});
+      for (int32_t s = 0; s < 2 * (hi - lo); ++s) {
+        const KvStep st = kv_step(s, lo, hi);
+        got.push_back({st.is_k, st.j});
+      }
+      EXPECT_EQ(got, want) << "lo " << lo << " hi " << hi;
+    }
+  }
+}
+
+// Mode rule: tile-multiple pages always take one TMA per tile; boxes under 32 rows gather by
+// default; LONGATTN_PAGED_MODE forces a mode only where boxes are shorter than the tile.
+TEST(PageMath, PagedModeRule) {
+  EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, nullptr), kPagedGather);
+  EXPECT_EQ(paged_mode_for(box_shift_for(48, 128), 128, nullptr), kPagedGather);
+  EXPECT_EQ(paged_mode_for(box_shift_for(3, 128), 128, nullptr), kPagedGather);
+  EXPECT_EQ(paged_mode_for(box_shift_for(100, 64), 64, nullptr), kPagedGather);
+  EXPECT_EQ(paged_mode_for(box_shift_for(32, 128), 128, nullptr), kPagedTma);
+  EXPECT_EQ(paged_mode_for(box_shift_for(64, 128), 128, nullptr), kPagedTma);
+  EXPECT_EQ(paged_mode_for(box_shift_for(128, 128), 128, nullptr), kPagedTma);
+  EXPECT_EQ(paged_mode_for(box_shift_for(384, 128), 128, nullptr), kPagedTma);
+  EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, "tma"), kPagedTma);
+  EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, "lanes"), kPagedLanes);
+  EXPECT_EQ(paged_mode_for(box_shift_for(32, 128), 128, "gather"), kPagedGather);
+  EXPECT_EQ(paged_mode_for(box_shift_for(256, 128), 128, "gather"), kPagedTma);
+  EXPECT_EQ(paged_mode_for(box_shift_for(64, 64), 64, "lanes"), kPagedTma);
+  EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, "bogus"), kPagedGather);
+  // The team modes are compiled where the paged producer has 56 registers: not hdim 256.
+  EXPECT_TRUE(paged_team_ok(paged_tile(64)));
+  EXPECT_TRUE(paged_tile(128) == (TileConfig{128, 128, 2, 2, 56, 224, 2}));
+  EXPECT_TRUE(paged_team_ok(paged_tile(192, 128)));
+  EXPECT_FALSE(paged_team_ok(paged_tile(256)));
+  for (int d : {64, 128, 256}) {  // setmaxnreg: 128 producer + 256 consumer threads within 64512
+    const TileConfig t = paged_tile(d);
+    EXPECT_LE(128 * t.producer_regs + 128 * t.consumer_wgs * t.consumer_regs, 64512) << d;
+  }
+  EXPECT_EQ(paged_team(kPagedTma), 1);
+  EXPECT_EQ(paged_team(kPagedLanes), 32);
+  EXPECT_EQ(paged_team(kPagedGather), 128);
 }
 
 }  // namespace

@@ -152,7 +152,7 @@ TEST_P(GpuPaged, MatchesReference) {
   check_paged(GetParam());
 }
 
-// LONGATTN_PAGED_VGROUP=1 (A/B switch, off by default): V boxes of 16 .. block_n / 2 rows carry
+// LONGATTN_PAGED_VGROUP=1, LONGATTN_PAGED_MODE=tma (A/B, off by default): V boxes of 16 .. block_n / 2 rows carry
 // every 64-column chunk into the grouped V layout (params.h v_group_shift, gemm_pv). Pages
 // giving such boxes at every head dim (hdim 256: block_n 64), with seqused_k, ragged q,
 // windows, sinks, softcap, 192 / 128, and sizes the switch leaves alone (3, 24, 128).
@@ -188,8 +188,79 @@ class GpuPagedVGroup : public ::testing::TestWithParam<CaseSpec> {};
 TEST_P(GpuPagedVGroup, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   setenv("LONGATTN_PAGED_VGROUP", "1", 1);
+  // The grouped layout is made by TMA boxes (the gather, default below 32-row boxes, fills
+  // the plain tile and turns it off).
+  setenv("LONGATTN_PAGED_MODE", "tma", 1);
   check_paged(GetParam());
+  unsetenv("LONGATTN_PAGED_MODE");
   unsetenv("LONGATTN_PAGED_VGROUP");
+}
+
+// The paged producer modes (page_math.h PagedMode), each forced with LONGATTN_PAGED_MODE:
+// tma (one thread's TMA boxes), lanes (the producer warp's lanes issue the boxes), gather
+// (cp.async by the producer warpgroup into the swizzled tile; the default for boxes under 32
+// rows). Page 16 at every head dim (hdim 256 has no team modes: forced modes fall back to
+// tma there), seqused_k ending mid-page, causal bottom-right / top-left, ragged q, GQA / MQA,
+// padded (non-contiguous) K / V rows, f16 -> f32 with sinks / softcap / window, chunks,
+// 192 / 128, pages 1, 3, 24, 32, 48, 64, 100 and 200 (boxes of 1..64 rows), and a single
+// key block per sequence. Every unread K / V row is NaN / Inf (check_paged).
+struct ModeCase {
+  CaseSpec s;
+  const char* mode;
+};
+
+std::vector<ModeCase> mode_cases() {
+  std::vector<CaseSpec> v;
+  v.push_back(P(3, 200, 450, 4, 2, 128, 16, true, true, 71));
+  v.push_back(P(2, 300, 517, 4, 2, 128, 16, false, false, 72));
+  v.push_back(P(3, 250, 700, 6, 2, 64, 16, true, true, 73));
+  v.push_back(P(2, 90, 250, 4, 2, 256, 16, true, true, 74));
+  v.push_back(P(2, 333, 601, 4, 1, 128, 16, false, true, 75));  // MQA
+  v.push_back(P(2, 100, 300, 4, 2, 128, 1, true, true, 76));
+  v.push_back(P(2, 150, 400, 4, 2, 128, 3, false, true, 77));
+  v.push_back(P(2, 180, 389, 4, 2, 64, 24, true, true, 78));
+  v.push_back(P(2, 300, 517, 4, 2, 128, 32, true, true, 79));
+  v.push_back(P(2, 200, 611, 4, 2, 128, 48, false, true, 80));
+  v.push_back(P(2, 140, 333, 4, 2, 128, 64, true, true, 81));
+  v.push_back(P(2, 133, 555, 4, 2, 64, 100, false, true, 82));
+  v.push_back(P(2, 129, 700, 4, 2, 128, 200, true, true, 83));
+  v.push_back(P(3, 60, 97, 4, 2, 128, 16, true, true, 84));  // one key block per sequence
+  CaseSpec s = P(2, 400, 400, 4, 2, 128, 16, true, false, 85);  // top-left, seq_q > seq_k
+  s.seq_q = 430;
+  s.mask.align = CausalAlign::top_left;
+  v.push_back(s);
+  s = P(4, 300, 600, 4, 2, 128, 16, true, true, 86);  // ragged q
+  s.ragged_q = true;
+  v.push_back(s);
+  s = P(2, 211, 460, 4, 2, 128, 16, true, true, 87);  // padded rows: row / head strides not dim
+  s.padded = true;
+  v.push_back(s);
+  s = P(2, 260, 900, 4, 2, 128, 16, true, true, 88);  // f16 -> f32, sinks, softcap, window
+  s.dtype = DType::f16;
+  s.out_dtype = DType::f32;
+  s.sinks = true;
+  s.softcap = 15.f;
+  s.mask.window_left = 200;
+  v.push_back(s);
+  s = P(2, 500, 500, 4, 2, 64, 16, true, true, 89);  // chunked attention
+  s.mask.chunk_size = 100;
+  v.push_back(s);
+  s = P(2, 200, 600, 4, 2, 192, 16, true, true, 90);  // q / k head dim 192, v 128
+  s.dim_v = 128;
+  v.push_back(s);
+  std::vector<ModeCase> out;
+  for (const char* mode : {"gather", "lanes", "tma"})
+    for (const CaseSpec& c : v) out.push_back({c, mode});
+  return out;
+}
+
+class GpuPagedMode : public ::testing::TestWithParam<ModeCase> {};
+
+TEST_P(GpuPagedMode, MatchesReference) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  setenv("LONGATTN_PAGED_MODE", GetParam().mode, 1);
+  check_paged(GetParam().s);
+  unsetenv("LONGATTN_PAGED_MODE");
 }
 
 std::string spec_name(const ::testing::TestParamInfo<CaseSpec>& i) {
@@ -202,12 +273,18 @@ std::string spec_name(const ::testing::TestParamInfo<CaseSpec>& i) {
 
 INSTANTIATE_TEST_SUITE_P(Paged, GpuPaged, ::testing::ValuesIn(paged_cases()), spec_name);
 INSTANTIATE_TEST_SUITE_P(PagedVGroup, GpuPagedVGroup, ::testing::ValuesIn(vgroup_cases()), spec_name);
+INSTANTIATE_TEST_SUITE_P(PagedMode, GpuPagedMode, ::testing::ValuesIn(mode_cases()),
+                         [](const ::testing::TestParamInfo<ModeCase>& i) {
+                           return std::string(i.param.mode) + "_" +
+                                  spec_name(::testing::TestParamInfo<CaseSpec>(i.param.s, i.index));
+                         });
 
 // Host-only: every case above is a valid problem (a case the API refuses would test
 // nothing on the device), and its host reference runs (CPU backend) within the oracle.
 TEST(GpuPagedSpecs, ValidOnHost) {
   std::vector<CaseSpec> all = paged_cases(), vg = vgroup_cases();
   all.insert(all.end(), vg.begin(), vg.end());
+  for (const ModeCase& m : mode_cases()) all.push_back(m.s);
   for (const CaseSpec& s : all) {
     Case c = testing::make_case(s);
     Status st = validate(c.args);

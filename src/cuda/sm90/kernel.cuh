@@ -1,7 +1,8 @@
 // The warp-specialized sm90 forward kernel: roles and the consumer loop.
 //
 // Warpgroup 0 is the producer: it gives registers back (setmaxnreg) and one thread issues
-// every TMA load. Warpgroups 1..kWGs are consumers, each owning 64 query rows: S = Q K^T
+// every TMA load (paged kernels: or a team of its threads shares a tile's boxes / cp.async
+// pieces, page_math.h PagedMode). Warpgroups 1..kWGs are consumers, each owning 64 query rows: S = Q K^T
 // (wgmma SS), online softmax in registers, O += P V (wgmma RS, P never leaves registers).
 // Inside a consumer, S[j-1] is issued before P[j] V[j] and the softmax of S[j-1] runs while
 // P[j] V[j] is in flight (FlashAttention-3 intra-warpgroup overlap).
@@ -48,6 +49,8 @@ struct KernelConfig {
                                       : kFeat_ ? feature_tile(kHeadDim_)
                                                : tile_config(kHeadDim_, kCausalTile, kVariant);
   static constexpr int kHeadDim = kHeadDim_, kHeadDimV = kHeadDimV_;
+  // Paged producer-team modes (lanes / gather, page_math.h PagedMode) compiled in.
+  static constexpr bool kPagedTeam = kPaged && paged_team_ok(kTile);
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kStages = kTile.stages;
@@ -103,6 +106,14 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
   };
   const PingPong<Cfg> turn{p.pingpong && Cfg::kWGs > 1, wg};
   turn.init();
+  // A K / V stage is ready: its full barrier completed. Paged gather (cp.async, generic proxy)
+  // then needs a proxy fence before this thread's wgmmas read it (mainloop.cuh gather_paged).
+  auto wait_full = [&](uint64_t* bar, uint32_t phase) {
+    ptx::mbar_wait(bar, phase);
+    if constexpr (Cfg::kPagedTeam) {
+      if (p.paged_mode == kPagedGather) ptx::fence_proxy_async_smem();
+    }
+  };
 
   for (int64_t k = 0;; ++k) {
     const int64_t t = [&]() -> int64_t {
@@ -219,7 +230,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       if constexpr (Cfg::kRagged) {
         const int32_t n = mask.sk - int32_t(hi - 1) * Cfg::kBlockN;
         if (n < Cfg::kBlockN) {
-          ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
+          wait_full(sm.v_full(vs.stage), vs.phase);
           clear_tail_rows<Cfg>(sm.v(vs.stage), n, wg * 128 + tid, uint32_t(p.v_group_shift));
         }
       }
@@ -233,7 +244,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       float s[kNS];
       uint32_t pf[kNP];
       int64_t j = hi - 1;
-      ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
+      wait_full(sm.k_full(ks.stage), ks.phase);
       turn.wait_turn();
       gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
       turn.pass_turn();
@@ -248,7 +259,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       bool rescale = false;  // O rescale owed by the last softmax, applied before the next P.V
 
       for (j = hi - 2; j >= lo; --j) {
-        ptx::mbar_wait(sm.k_full(ks.stage), ks.phase);
+        wait_full(sm.k_full(ks.stage), ks.phase);
         if (j == hi - 2) clear_v_tail();  // V[hi - 1], read by this iteration's P.V
         // Halves modes on a block without element mask: S as two commit groups, the softmax
         // of the first half while the second is on the tensor cores (groups: S lo, S hi, P.V).
@@ -291,7 +302,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         // Rescale O while S runs on the tensor cores (FlashAttention-3 order): O is not an
         // operand of any wgmma in flight here.
         if (rescale) rescale_rows(o, factor);
-        ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
+        wait_full(sm.v_full(vs.stage), vs.phase);
         gemm_pv<Cfg>(o, pf, sm.v(vs.stage), uint32_t(p.v_group_shift));
         turn.pass_turn();
         ptx::wgmma_wait<1>();
@@ -309,7 +320,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
       }
       if (rescale) rescale_rows(o, factor);
-      ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
+      wait_full(sm.v_full(vs.stage), vs.phase);
       if (lo == hi - 1) clear_v_tail();  // a single key block: V[lo] is V[hi - 1]
       turn.wait_turn();
       gemm_pv<Cfg>(o, pf, sm.v(vs.stage), uint32_t(p.v_group_shift));
@@ -363,9 +374,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       ptx::mbar_init(sm.q_full(s), 1);
       ptx::mbar_init(sm.q_empty(s), 4 * Cfg::kWGs);  // one arrival per consumer warp
     }
+    // Full barriers: one arrival (the TMA's arm, with its bytes) or, for the paged gather,
+    // one per producer thread (cp.async.mbarrier.arrive.noinc; mainloop.cuh gather_paged).
+    const uint32_t fills = Cfg::kPagedTeam && p.paged_mode == kPagedGather ? uint32_t(paged_team(kPagedGather)) : 1u;
     for (int s = 0; s < Cfg::kStages; ++s) {
-      ptx::mbar_init(sm.k_full(s), 1);
-      ptx::mbar_init(sm.v_full(s), 1);
+      ptx::mbar_init(sm.k_full(s), fills);
+      ptx::mbar_init(sm.v_full(s), fills);
       ptx::mbar_init(sm.k_empty(s), 4 * Cfg::kWGs);
       ptx::mbar_init(sm.v_empty(s), 4 * Cfg::kWGs);
     }
@@ -375,8 +389,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (wg == 0) {
     ptx::setmaxnreg_dec<Cfg::kTile.producer_regs>();
-    if (tid == 0) {
+    // Paged kernels in the lanes / gather modes run the schedule on a team of producer threads
+    // (page_math.h paged_team; each computes the same tiles, so no dynamic counter there).
+    if (tid == 0 || (Cfg::kPagedTeam && tid < paged_team(p.paged_mode))) {
       Producer<Cfg> prod{&tm_q, &tm_k, &tm_v, sm};
+      prod.tid = tid;
       for (int64_t k = 0;; ++k) {
         int64_t t;
         // Dynamic: the next id from the counter, published in the slot of the Q buffer its
@@ -441,6 +458,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           }
           prod.tile(b, tc.h, tc.h / int32_t(p.group), tc.m_block, int32_t(lo), int32_t(hi));
         }
+      }
+      // The gather's last copies land (and arrive on their barriers) before the thread exits.
+      if constexpr (Cfg::kPagedTeam) {
+        if (p.paged_mode == kPagedGather) ptx::cp_async_wait_all();
       }
     }
   } else {

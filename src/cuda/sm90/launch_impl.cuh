@@ -47,7 +47,9 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
   const int64_t grid = p.num_tiles < a.num_sms ? p.num_tiles : a.num_sms;
   // Dynamic only with more than two rounds of tiles: below that it cannot balance better than
   // the snake, and the counter costs a memset and an allocation on the stream.
-  if constexpr (Cfg::kDynamic) want_dynamic = a.dynamic && p.lpt && p.num_tiles > 2 * grid;
+  // NOTES: not with a paged producer team (page_math.h paged_team > 1): its threads each run
+  // the schedule, and only one could take ids from the counter.
+  if constexpr (Cfg::kDynamic) want_dynamic = a.dynamic && p.lpt && p.num_tiles > 2 * grid && p.paged_mode == kPagedTma;
   if (!Cfg::kTile.lpt_sections && p.lpt) p.section_bh = p.heads_q * p.batch;  // one section
   int32_t* scratch = nullptr;
   if (want_list || want_dynamic) {

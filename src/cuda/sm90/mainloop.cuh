@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "cuda/ptx/cp_async.cuh"
 #include "cuda/ptx/smem_desc.cuh"
 #include "cuda/ptx/sync.cuh"
 #include "cuda/ptx/tma.cuh"
@@ -27,6 +28,9 @@ struct Producer {
   Smem sm;
   PipeState<Cfg::kStages> ks, vs;
   PipeState<Cfg::kQStages> qs;
+  // This thread in the paged producer team (page_math.h paged_team; 0 elsewhere): thread 0
+  // loads Q and arms TMA barriers, the team shares a K/V tile's boxes or pieces.
+  int tid = 0;
 
   __device__ void load_q(int32_t b, int32_t h, int32_t m_block) {
     ptx::mbar_wait(sm.q_empty(qs.stage), qs.phase ^ 1u);
@@ -156,10 +160,114 @@ struct Producer {
     }
     st.advance();
   }
+  // The lanes / gather modes (page_math.h PagedMode; the producer team of paged_team
+  // threads runs this): one K or V tile, is_k at run time so each path is inlined once (with
+  // a copy per K / V call site the 56-register producer spilled).
+  //
+  // kPagedLanes (LONGATTN_PAGED_MODE=lanes, an A/B probe): the TMA boxes of load_paged,
+  // issued by the 32 lanes of the producer warp side by side (lane i: boxes i, i + 32, ...;
+  // each lane finds its page by multiply-high). Answers whether the ~130 cycles per TMA are
+  // the issuing thread's cost (lanes help) or the TMA unit's (they do not). Lane 0 arms the
+  // full barrier with the tile's bytes before the warp issues any box.
+  //
+  // kPagedGather (default for boxes under kGatherBelowRows rows): the producer warpgroup's
+  // 128 threads copy the tile's rows in 16-byte pieces (cp.async, L2 only) to where the TMA
+  // box would put them (gather_smem_offset: the 128B swizzle), so the consumers' descriptors
+  // are unchanged. Thread t copies unit t % 8 of each chunk of rows t / 8 + 16 i: per 128 x
+  // 128 bf16 tile 16 copies per thread. Page-table entries: each lane reads one of its warp's
+  // 32 rows before the stage wait, the threads take theirs by shuffle (page_math.h
+  // gather_loader_row / gather_loader_lane). Rows at or past the sequence's used keys are not read (their page-table entries
+  // need not exist): K there is masked, V cleared by the consumers (clear_tail_rows), as on
+  // the TMA path. Each thread then arrives once on the full barrier when its copies have
+  // landed (cp.async.mbarrier.arrive.noinc; the barrier expects 128 arrivals in this mode,
+  // kernel.cuh). NOTES: cp.async writes shared memory through the generic proxy and wgmma
+  // reads it through the async proxy, so every consumer thread runs fence.proxy.async after
+  // its full-barrier wait (kernel.cuh wait_full): the wait acquires the copies, the fence
+  // makes them visible to the wgmmas it issues next. The write-after-read order needs
+  // nothing new: a stage is released (empty barrier) only after the wgmmas reading it
+  // completed (wgmma wait), as for TMA writes.
+  __device__ __forceinline__ void team_load(const FwdParams& p, int32_t pt_off, int32_t hk, uint32_t k_len,
+                                            uint32_t j, bool is_k) {
+    const int stage = is_k ? ks.stage : vs.stage;
+    const uint32_t phase = is_k ? ks.phase : vs.phase;
+    uint64_t* full = is_k ? sm.k_full(stage) : sm.v_full(stage);
+    uint8_t* dst = is_k ? sm.k(stage) : sm.v(stage);
+    const uint32_t t0 = j * Cfg::kBlockN;
+    const uint32_t rows = k_len - t0 < uint32_t(Cfg::kBlockN) ? k_len - t0 : uint32_t(Cfg::kBlockN);
+    uint64_t* empty = is_k ? sm.k_empty(stage) : sm.v_empty(stage);
+    if (p.paged_mode == kPagedGather) {
+      static_assert(Cfg::kBlockN % kGatherRowStep == 0 && Cfg::kBlockN / kGatherRowStep * 4 <= 32,
+                    "a warp's rows: one page-table entry per lane");
+      // This lane's entry for its warp (read before the stage wait: its latency hides there).
+      const uint32_t lrow = gather_loader_row(uint32_t(tid));
+      int32_t lpage = 0;
+      if (lrow < rows) lpage = __ldg(p.page_table + (pt_off + int32_t(page_div(t0 + lrow, p.page_magic, p.page_div_shift))));
+      ptx::mbar_wait(empty, phase ^ 1u);
+      constexpr int kMaxChunks = (Cfg::kHeadDim > Cfg::kHeadDimV ? Cfg::kHeadDim : Cfg::kHeadDimV) / 64;
+      const int chunks = (is_k ? Cfg::kHeadDim : Cfg::kHeadDimV) / 64;
+      const uint32_t unit = gather_unit(uint32_t(tid)), r0 = gather_first_row(uint32_t(tid));
+      const uint8_t* src0 = (is_k ? p.k_bytes : p.v_bytes) + int64_t(hk) * (is_k ? p.k_head_bytes : p.v_head_bytes) +
+                            unit * 16;
+      const int64_t page_bytes = is_k ? p.k_page_bytes : p.v_page_bytes;
+      const int64_t row_bytes = is_k ? p.k_row_bytes : p.v_row_bytes;
+      const uint32_t dst0 = ptx::smem_u32(dst);
+      // NOTES: unrolled by 2 (fully unrolled the producer spilled at 56 registers). Every lane
+      // runs every step (the shuffle needs the whole warp); rows past the keys copy nothing.
+#pragma unroll 2
+      for (uint32_t i = 0; i < uint32_t(Cfg::kBlockN / kGatherRowStep); ++i) {
+        const int32_t page = __shfl_sync(0xffffffffu, lpage, int(gather_loader_lane(uint32_t(tid), i)));
+        const uint32_t r = r0 + i * kGatherRowStep;
+        if (r < rows) {
+          const uint32_t t = t0 + r, pg = page_div(t, p.page_magic, p.page_div_shift);
+          const uint8_t* src = src0 + int64_t(page) * page_bytes + int64_t(t - pg * uint32_t(p.page_size)) * row_bytes;
+          const uint32_t d = dst0 + gather_smem_offset(r, unit, Cfg::kBlockN);
+#pragma unroll
+          for (int c = 0; c < kMaxChunks; ++c)
+            if (c < chunks) ptx::cp_async_16(d + c * (Cfg::kBlockN * 128), src + c * 128);
+        }
+      }
+      ptx::cp_async_mbar_arrive_noinc(full);
+    } else {  // kPagedLanes
+      ptx::mbar_wait(empty, phase ^ 1u);
+      const int dim = is_k ? Cfg::kHeadDim : Cfg::kHeadDimV;
+      const uint32_t shift = uint32_t(p.box_shift);
+      const uint32_t boxes = (rows + (1u << shift) - 1) >> shift;
+      const CUtensorMap* tm = is_k ? tm_k : tm_v;
+      if (tid == 0) ptx::mbar_arrive_expect_tx(full, (boxes << shift) * uint32_t(dim * 2));
+      __syncwarp();
+      const bool grouped = !is_k && uint32_t(p.v_group_shift) == shift;  // a V box has every chunk
+      for (uint32_t i = uint32_t(tid); i < boxes; i += 32) {
+        const uint32_t t = t0 + (i << shift), pg = page_div(t, p.page_magic, p.page_div_shift);
+        const int32_t row = int32_t(t - pg * uint32_t(p.page_size));
+        const int32_t page = __ldg(p.page_table + (pt_off + int32_t(pg)));
+        if (grouped) {
+          ptx::tma_load_5d(dst + (i << shift) * uint32_t(dim * 2), tm, full, 0, row, 0, hk, page);
+        } else {
+          for (int c = 0; c < dim / 64; ++c)
+            ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, 0, row, c, hk, page);
+        }
+      }
+    }
+    if (is_k) {
+      ks.advance();
+    } else {
+      vs.advance();
+    }
+  }
+
   __device__ __forceinline__ void tile_paged(const FwdParams& p, int32_t pt_off, int32_t qb, int32_t h,
                                              int32_t hk, int32_t q_row, int32_t k_len, int32_t lo, int32_t hi) {
-    load_q_row(qb, h, q_row);
+    if (tid == 0) load_q_row(qb, h, q_row);
     if (hi <= lo) return;
+    if constexpr (Cfg::kPagedTeam) {
+      if (p.paged_mode != kPagedTma) {  // a producer team: one call site (team_load)
+        for (int32_t s = 0; s < 2 * (hi - lo); ++s) {
+          const KvStep st = kv_step(s, lo, hi);
+          team_load(p, pt_off, hk, uint32_t(k_len), uint32_t(st.j), st.is_k);
+        }
+        return;
+      }
+    }
     load_paged<true>(p, pt_off, hk, uint32_t(k_len), uint32_t(hi - 1));
     for (int32_t j = hi - 2; j >= lo; --j) {
       load_paged<true>(p, pt_off, hk, uint32_t(k_len), uint32_t(j));

@@ -86,6 +86,15 @@ struct FwdParams {
   // 1 for the scheduler, a tile's row r is query position m_block (kBlockM / g) + r / g of
   // query head h g + r % g. 0: off.
   int32_t pack_shift = 0;
+  // How the producer fills paged tiles shorter than a page (page_math.h PagedMode): 0 one
+  // thread's TMAs, 1 the producer warp's lanes' TMAs, 2 a cp.async gather by the producer
+  // warpgroup, which reads K / V through these byte pointers and strides (last dim
+  // contiguous; 16-byte aligned like the TMA operands).
+  int32_t paged_mode = 0;
+  const uint8_t* k_bytes = nullptr;
+  const uint8_t* v_bytes = nullptr;
+  int64_t k_page_bytes = 0, k_row_bytes = 0, k_head_bytes = 0;
+  int64_t v_page_bytes = 0, v_row_bytes = 0, v_head_bytes = 0;
 };
 
 }  // namespace longattn::cuda::sm90

@@ -26,7 +26,7 @@ struct TileConfig {
 // with a 3-stage K/V ring, 4 = the causal tile with one Q buffer (also for causal problems),
 // 5 = hdim 256 128 x 64 with the sectioned causal schedule (also for causal problems).
 // NOTES: setmaxnreg splits must fit the entry allocation: 128 * producer + 256 * consumer
-// <= 168 * 384 = 64512 (else setmaxnreg.inc waits forever): 24/240, 32/232, 40/224.
+// <= 168 * 384 = 64512 (else setmaxnreg.inc waits forever): 24/240, 32/232, 40/224, 56/224.
 constexpr TileConfig tile_config(int head_dim, bool causal, int variant = 0) {
   if (causal && variant != 4 && variant != 5) variant = 0;
   if (variant == 1) causal = true;
@@ -71,16 +71,24 @@ constexpr TileConfig ragged_tile(int head_dim, int head_dim_v = 0) {
 }
 
 // The paged kernel's tile (kernel.cuh kPaged: the producer resolves each K/V tile's page):
-// the ragged tile with 8 more producer registers where it had 32. NOTES: at 32 its
-// producer spilled 4 bytes (after the page lookup was cut to a shift and a 32-bit offset).
+// the ragged tile with 24 more producer registers where it had 32 (consumers 232 -> 224;
+// 128 x 56 + 256 x 224 = 64512, the whole file). NOTES: at 32 its producer spilled 4 bytes
+// (after the page lookup was cut to a shift and a 32-bit offset); 40 held the one-thread TMA
+// path; the cp.async gather / lanes team (mainloop.cuh team_load) spilled 120 bytes at 40,
+// none at 56. hdim 256 (24 / 240) keeps its split: its consumer spilled 52 bytes at 224, so
+// that kernel has no team path (paged_team_ok) and runs every page size on TMA boxes.
 constexpr TileConfig paged_tile(int head_dim, int head_dim_v = 0) {
   TileConfig t = ragged_tile(head_dim, head_dim_v);
   if (t.producer_regs == 32) {
-    t.producer_regs = 40;
+    t.producer_regs = 56;
     t.consumer_regs = 224;
   }
   return t;
 }
+
+// Whether a paged kernel compiles the producer-team modes (page_math.h PagedMode lanes /
+// gather): they need the 56-register producer.
+constexpr bool paged_team_ok(const TileConfig& t) { return t.producer_regs >= 56; }
 
 // The variant the table picks for a problem: short non-causal hdim-128 problems run the
 // 128 x 128 tile (measured on H200, interleaved: seq 1k 546 vs 525 TFLOP/s for 128 x 176,
