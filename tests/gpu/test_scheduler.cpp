@@ -241,6 +241,25 @@ TEST(TileScheduler, SplitKvRule) {
     }
 }
 
+// Random packed sequence lengths for the ragged tile-list tests: some empty or one-token
+// sequences, keys equal to the queries or unrelated (KV prefix / cross lengths).
+struct RaggedLens {
+  std::vector<int32_t> cq{0}, ck{0};
+  int32_t max_q = 0, max_k = 0;
+};
+RaggedLens random_ragged(std::mt19937_64& rng, int32_t batch) {
+  RaggedLens r;
+  for (int32_t b = 0; b < batch; ++b) {
+    const int32_t lq = rng() % 5 == 0 ? int32_t(rng() % 2) : int32_t(rng() % 3000);
+    const int32_t lk = rng() % 2 ? lq : int32_t(rng() % 3000);
+    r.cq.push_back(r.cq.back() + lq);
+    r.ck.push_back(r.ck.back() + lk);
+    r.max_q = std::max(r.max_q, lq);
+    r.max_k = std::max(r.max_k, lk);
+  }
+  return r;
+}
+
 // The ragged tile list, built on the host the way tile_list_kernel builds it (buckets from
 // the same functions; stable order where the kernel's order of equal costs is arbitrary):
 // (b, h, m, 0) tiles in a buffer of capacity x heads entries, items in chunks of `chunk`
@@ -329,16 +348,9 @@ TEST(TileScheduler, RaggedTileListEveryLiveTileOnceHeaviestFirst) {
   std::mt19937_64 rng(5);
   for (int it = 0; it < 120; ++it) {
     const int32_t batch = 1 + int32_t(rng() % 40), heads = 1 + int32_t(rng() % 8);
-    std::vector<int32_t> cq(1, 0), ck(1, 0);
-    int32_t max_q = 0, max_k = 0;
-    for (int32_t b = 0; b < batch; ++b) {
-      const int32_t lq = rng() % 5 == 0 ? int32_t(rng() % 2) : int32_t(rng() % 3000);
-      const int32_t lk = rng() % 2 ? lq : int32_t(rng() % 3000);  // KV prefix / cross lengths
-      cq.push_back(cq.back() + lq);
-      ck.push_back(ck.back() + lk);
-      max_q = std::max(max_q, lq);
-      max_k = std::max(max_k, lk);
-    }
+    const RaggedLens lens = random_ragged(rng, batch);
+    const std::vector<int32_t> &cq = lens.cq, &ck = lens.ck;
+    const int32_t max_q = lens.max_q, max_k = lens.max_k;
     if (max_q == 0) continue;
     FwdParams p;
     p.batch = batch;
@@ -431,16 +443,9 @@ TEST(TileScheduler, SeqMajorListEveryLiveTileOnce) {
   std::mt19937_64 rng(17);
   for (int it = 0; it < 150; ++it) {
     const int32_t batch = 1 + int32_t(rng() % 40), hkv = 1 + int32_t(rng() % 4), group = 1 + int32_t(rng() % 4);
-    std::vector<int32_t> cq(1, 0), ck(1, 0);
-    int32_t max_q = 0, max_k = 0;
-    for (int32_t b = 0; b < batch; ++b) {
-      const int32_t lq = rng() % 5 == 0 ? int32_t(rng() % 2) : int32_t(rng() % 3000);
-      const int32_t lk = rng() % 2 ? lq : int32_t(rng() % 3000);
-      cq.push_back(cq.back() + lq);
-      ck.push_back(ck.back() + lk);
-      max_q = std::max(max_q, lq);
-      max_k = std::max(max_k, lk);
-    }
+    const RaggedLens lens = random_ragged(rng, batch);
+    const std::vector<int32_t> &cq = lens.cq, &ck = lens.ck;
+    const int32_t max_q = lens.max_q, max_k = lens.max_k;
     if (max_q == 0) continue;
     FwdParams p;
     p.batch = batch;
