@@ -73,30 +73,13 @@ LONGATTN_MASK_FN void seq_major_tile(int64_t i, int32_t n, int32_t group, int32_
 }
 
 #if defined(__CUDACC__)
-// One CTA of kTileListThreads; each thread walks whole sequences (work = batch + live tiles,
-// not the padded batch x num_m_blocks). list: int4 (b, h, m_block, 0), capacity n_items x
-// heads_q tiles (launch_impl.cuh bounds the live items by n_items); after the live tiles,
-// n_pad entries of b = -1 (the most any CTA reads past them: launch_impl.cuh). counter (may
-// be null): the dynamic tile counter, zeroed here.
-template <int kBlockM, int kBlockN>
-__global__ void __launch_bounds__(kTileListThreads)
-    tile_list_kernel(const __grid_constant__ FwdParams p, int4* list, int32_t n_items, int32_t n_pad,
-                     int32_t chunk, int32_t* counter) {
-  __shared__ int32_t slot[kTileListBuckets];  // counts, then next free position per bucket
+// Exclusive scan in place of the kTileListBuckets counts in shared memory, by the whole CTA
+// of kTileListThreads (4 buckets per thread, then across lanes and warps); returns the sum
+// to every thread. Ends with a __syncthreads: slot[i] is then bucket i's first position.
+__device__ inline int32_t bucket_exclusive_scan(int32_t* slot) {
   __shared__ int32_t warp_sum[kTileListThreads / 32];
   __shared__ int32_t total;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  if (counter && tid == 0) *counter = 0;  // the dynamic tile counter (launch_impl.cuh)
-  for (int i = tid; i < kTileListBuckets; i += kTileListThreads) slot[i] = 0;
-  __syncthreads();
-  const int32_t batch = int32_t(p.batch);
-  for (int32_t b = tid; b < batch; b += kTileListThreads) {
-    const SeqCoord sc = seq_coord(p, b);
-    const int32_t n = live_m_blocks<kBlockM>(p, sc);
-    for (int32_t m = 0; m < n; ++m) atomicAdd(&slot[tile_list_bucket<kBlockM, kBlockN>(p, m, sc)], 1);
-  }
-  __syncthreads();
-  // Exclusive scan of the 4096 counts: 4 per thread, then across lanes and warps.
   constexpr int kPer = kTileListBuckets / kTileListThreads;
   int32_t c[kPer], sum = 0;
 #pragma unroll
@@ -130,6 +113,31 @@ __global__ void __launch_bounds__(kTileListThreads)
     start += c[j];
   }
   __syncthreads();
+  return total;
+}
+
+// One CTA of kTileListThreads; each thread walks whole sequences (work = batch + live tiles,
+// not the padded batch x num_m_blocks). list: int4 (b, h, m_block, 0), capacity n_items x
+// heads_q tiles (launch_impl.cuh bounds the live items by n_items); after the live tiles,
+// n_pad entries of b = -1 (the most any CTA reads past them: launch_impl.cuh). counter (may
+// be null): the dynamic tile counter, zeroed here.
+template <int kBlockM, int kBlockN>
+__global__ void __launch_bounds__(kTileListThreads)
+    tile_list_kernel(const __grid_constant__ FwdParams p, int4* list, int32_t n_items, int32_t n_pad,
+                     int32_t chunk, int32_t* counter) {
+  __shared__ int32_t slot[kTileListBuckets];  // counts, then next free position per bucket
+  const int tid = threadIdx.x;
+  if (counter && tid == 0) *counter = 0;  // the dynamic tile counter (launch_impl.cuh)
+  for (int i = tid; i < kTileListBuckets; i += kTileListThreads) slot[i] = 0;
+  __syncthreads();
+  const int32_t batch = int32_t(p.batch);
+  for (int32_t b = tid; b < batch; b += kTileListThreads) {
+    const SeqCoord sc = seq_coord(p, b);
+    const int32_t n = live_m_blocks<kBlockM>(p, sc);
+    for (int32_t m = 0; m < n; ++m) atomicAdd(&slot[tile_list_bucket<kBlockM, kBlockN>(p, m, sc)], 1);
+  }
+  __syncthreads();
+  const int32_t total = bucket_exclusive_scan(slot);
   const int32_t nh = int32_t(p.heads_q), live = total < n_items ? total : n_items;
   for (int32_t b = tid; b < batch; b += kTileListThreads) {
     const SeqCoord sc = seq_coord(p, b);
@@ -154,8 +162,6 @@ __global__ void __launch_bounds__(kTileListThreads)
     tile_list_seq_kernel(const __grid_constant__ FwdParams p, int4* list, int32_t n_items, int32_t n_pad,
                          int32_t* counter) {
   __shared__ int32_t slot[kTileListBuckets];  // tiles per bucket, then next free position
-  __shared__ int32_t warp_sum[kTileListThreads / 32];
-  __shared__ int32_t total;
   constexpr int kWarps = kTileListThreads / 32;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   if (counter && tid == 0) *counter = 0;  // the dynamic tile counter (launch_impl.cuh)
@@ -177,40 +183,7 @@ __global__ void __launch_bounds__(kTileListThreads)
     if (lane == 0 && n > 0) atomicAdd(&slot[key], n * nh);
   }
   __syncthreads();
-  // Exclusive scan of the 4096 tile counts (< 2^31: the host bounds the tiles), as above.
-  constexpr int kPer = kTileListBuckets / kTileListThreads;
-  int32_t c[kPer], sum = 0;
-#pragma unroll
-  for (int j = 0; j < kPer; ++j) {
-    c[j] = slot[tid * kPer + j];
-    sum += c[j];
-  }
-  int32_t incl = sum;
-#pragma unroll
-  for (int d = 1; d < 32; d *= 2) {
-    const int32_t y = __shfl_up_sync(0xffffffffu, incl, d);
-    if (lane >= d) incl += y;
-  }
-  if (lane == 31) warp_sum[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int32_t w = warp_sum[lane], wi = w;
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      const int32_t y = __shfl_up_sync(0xffffffffu, wi, d);
-      if (lane >= d) wi += y;
-    }
-    warp_sum[lane] = wi - w;
-    if (lane == 31) total = wi;
-  }
-  __syncthreads();
-  int32_t start = warp_sum[warp] + incl - sum;
-#pragma unroll
-  for (int j = 0; j < kPer; ++j) {
-    slot[tid * kPer + j] = start;
-    start += c[j];
-  }
-  __syncthreads();
+  const int32_t total = bucket_exclusive_scan(slot);  // < 2^31: the host bounds the tiles
   for (int32_t b = warp; b < batch; b += kWarps) {
     const SeqCoord sc = seq_coord(p, b);
     const int32_t n = live_m_blocks<kBlockM>(p, sc);
