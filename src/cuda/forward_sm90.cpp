@@ -230,7 +230,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
   int bn_shift = 0;
   while ((1 << bn_shift) < tc.block_n) ++bn_shift;
   // How tiles shorter than a page are filled (page_math.h PagedMode), measured below;
-  // LONGATTN_PAGED_MODE=tma / lanes / gather forces one (A/B; tests).
+  // LONGATTN_PAGED_MODE=tma / lanes / gather / klvg / kgvl forces one (A/B; tests).
   // The hdim-256 paged kernel has no team modes (tile_size.h paged_team_ok): TMA boxes.
   // H100 pbench (2026-11-22 05:40, 4 x 8k, hdim 128, vs dense, full / causal): page 16 tma
   // 0.53 / 0.57, gather 0.56 / 0.59, lanes 0.63 / 0.67; page 32 tma 0.78 / 0.82, lanes 0.82 /
@@ -243,7 +243,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
                        : cuda::sm90::kPagedTma;
   if (paged && cuda::sm90::paged_team_ok(tc) && !mode_env && box_shift >= 4 && box_shift < bn_shift)
     paged_mode = cuda::sm90::kPagedLanes;
-  const bool v_grouped = paged && box_shift >= 4 && box_shift < bn_shift && paged_mode != cuda::sm90::kPagedGather &&
+  const bool v_grouped = paged && box_shift >= 4 && box_shift < bn_shift && !cuda::sm90::paged_gathers(paged_mode, false) &&
                          env_is("LONGATTN_PAGED_VGROUP", "1");
   cuda::TileMapSpec mk = map_spec(a.k, dt, kv_box_rows), mv = map_spec(a.v, dt, kv_box_rows);
   if (kv_box_rows < tc.block_n) mk.box_chunks = mv.box_chunks = 1;

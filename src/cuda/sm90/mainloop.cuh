@@ -186,6 +186,10 @@ struct Producer {
   // makes them visible to the wgmmas it issues next. The write-after-read order needs
   // nothing new: a stage is released (empty barrier) only after the wgmmas reading it
   // completed (wgmma wait), as for TMA writes.
+  //
+  // kPagedKLanesVGather / kPagedKGatherVLanes (klvg / kgvl): K one way and V the other, so the
+  // TMA unit and the cp.async path work side by side; the warpgroup runs every step, warps
+  // 1-3 skip the TMA side's steps (their copies of the next gathered tile start meanwhile).
   __device__ __forceinline__ void team_load(const FwdParams& p, int32_t pt_off, int32_t hk, uint32_t k_len,
                                             uint32_t j, bool is_k) {
     const int stage = is_k ? ks.stage : vs.stage;
@@ -195,7 +199,7 @@ struct Producer {
     const uint32_t t0 = j * Cfg::kBlockN;
     const uint32_t rows = k_len - t0 < uint32_t(Cfg::kBlockN) ? k_len - t0 : uint32_t(Cfg::kBlockN);
     uint64_t* empty = is_k ? sm.k_empty(stage) : sm.v_empty(stage);
-    if (p.paged_mode == kPagedGather) {
+    if (paged_gathers(p.paged_mode, is_k)) {
       static_assert(Cfg::kBlockN % kGatherRowStep == 0 && Cfg::kBlockN / kGatherRowStep * 4 <= 32,
                     "a warp's rows: one page-table entry per lane");
       // This lane's entry for its warp (read before the stage wait: its latency hides there).
@@ -227,7 +231,7 @@ struct Producer {
         }
       }
       ptx::cp_async_mbar_arrive_noinc(full);
-    } else {  // kPagedLanes
+    } else if (tid < 32) {  // TMA boxes from the producer warp's lanes (mixed modes: warps 1-3 skip)
       ptx::mbar_wait(empty, phase ^ 1u);
       const int dim = is_k ? Cfg::kHeadDim : Cfg::kHeadDimV;
       const uint32_t shift = uint32_t(p.box_shift);

@@ -145,14 +145,20 @@ struct DynamicTiles {
   }
   // Producer: publish `t` for the Q buffer `stage`, after its q_empty wait. Its Q load (or,
   // at the end, a plain arrive) then completes q_full.
+  // The slot is written and read with atomics: the mbarriers already order the two (release
+  // arrive, acquire wait), but compute-sanitizer's racecheck does not see that ordering and
+  // reported the plain store/load as a race (H100, 2026-11-25); atomics it does not flag.
   __device__ void publish(int32_t t, int stage, uint32_t phase, uint64_t* q_empty) const {
     ptx::mbar_wait(q_empty, phase ^ 1u);
-    slot[stage] = t;
+    atomicExch(&slot[stage], t);
   }
-  // Consumer: the id of the tile whose Q is in buffer `stage` (-1: end).
+  // Consumer: the id of the tile whose Q is in buffer `stage` (-1: end). One atomic read per
+  // warp, broadcast by shuffle.
   __device__ int32_t next(int stage, uint32_t phase, uint64_t* q_full) const {
     ptx::mbar_wait(q_full, phase);
-    return slot[stage];
+    int32_t t = 0;
+    if ((threadIdx.x & 31) == 0) t = atomicOr(&slot[stage], 0);
+    return __shfl_sync(0xffffffffu, t, 0);
   }
 };
 #endif
