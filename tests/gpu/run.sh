@@ -9,7 +9,7 @@
 # rows, pbench, the paged K/V rows alone (pages 3..1024, LONGATTN_TILE_LIST=0,
 # LONGATTN_PAGED_VGROUP=1 and LONGATTN_PAGED_MODE=tma/lanes/gather variants, 192/128 head
 # dims vs cuDNN), and psan, memcheck and racecheck on small paged cases, gbench, the packed-GQA
-# rows, gsan, memcheck and racecheck on small packed-GQA cases). FWD_FILTER (env) narrows the forward tests (a gtest
+# rows, gsan, memcheck and racecheck on small packed-GQA cases, ssan, san's scheduler runs alone). FWD_FILTER (env) narrows the forward tests (a gtest
 # filter; 'Huge*' alone: K/V beyond 2^31 elements, ~1 min, ~9 GiB). Logs go to $OUT.
 set -u
 OUT=${OUT:-/tmp/longattn-gpu}
@@ -52,6 +52,9 @@ for st in $STAGES; do
       # Issue 6: the dynamic tile ids (shared-memory slot) and the ragged tile-list pre-kernel.
       run memcheck_sched compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles'
       run racecheck_sched compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles' ;;
+    ssan)  # the scheduler's sanitizer runs of san alone
+      run memcheck_sched compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles'
+      run racecheck_sched compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles' ;;
     bench)
       PYTHONUNBUFFERED=1 run bench python3 bench/gpu/bench.py --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -17 "$OUT/bench.log" ;;
@@ -59,7 +62,7 @@ for st in $STAGES; do
       PYTHONUNBUFFERED=1 run fbench python3 bench/gpu/bench.py --features --lib "$BIN/liblongattn_capi.so" --out "$OUT"
       tail -32 "$OUT/fbench.log" ;;
     psan)
-      PF='Paged/GpuPaged.MatchesReference/b3_sq200_sk450_h4x2_d256_page64_s6:Paged/GpuPaged.MatchesReference/b4_sq300_sk600_h4x2_d128_page128_s9:Paged/GpuPaged.MatchesReference/*_page16_s11:Paged/GpuPaged.MatchesReference/*_page3_s14:Paged/GpuPaged.MatchesReference/*_page24_s22:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s55:PagedMode/GpuPagedMode.MatchesReference/gather_*_s71:PagedMode/GpuPagedMode.MatchesReference/gather_*_s87:PagedMode/GpuPagedMode.MatchesReference/lanes_*_s71:GpuPagedCheck.*'
+      PF='Paged/GpuPaged.MatchesReference/b3_sq200_sk450_h4x2_d256_page64_s6:Paged/GpuPaged.MatchesReference/b4_sq300_sk600_h4x2_d128_page128_s9:Paged/GpuPaged.MatchesReference/*_page16_s11:Paged/GpuPaged.MatchesReference/*_page3_s14:Paged/GpuPaged.MatchesReference/*_page24_s22:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s55:PagedMode/GpuPagedMode.MatchesReference/gather_*_s71:PagedMode/GpuPagedMode.MatchesReference/gather_*_s87:PagedMode/GpuPagedMode.MatchesReference/lanes_*_s71:PagedMode/GpuPagedMode.MatchesReference/klvg_*_s71:PagedMode/GpuPagedMode.MatchesReference/kgvl_*_s87:GpuPagedCheck.*'
       run memcheck_paged compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$PF"
       # The consumers' clear of a sequence's last V tile (named barrier + proxy fence).
       run racecheck_paged compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Paged/GpuPaged.MatchesReference/*_page16_s11:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedMode/GpuPagedMode.MatchesReference/gather_*_s71:PagedMode/GpuPagedMode.MatchesReference/gather_*_s84:PagedMode/GpuPagedMode.MatchesReference/lanes_*_s71:Unread/GpuForward.MatchesReference/*_s30' ;;
