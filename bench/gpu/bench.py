@@ -383,12 +383,10 @@ def with_env(env, f):
 
 
 # Environment of each paged bench variant (tag in the row name).
-PAGED_VARIANT_ENV = {"tilelist0": {"LONGATTN_TILE_LIST": "0"}, "vgroup": {"LONGATTN_PAGED_VGROUP": "1", "LONGATTN_PAGED_MODE": "tma"},
+PAGED_VARIANT_ENV = {"tilelist0": {"LONGATTN_TILE_LIST": "0"}, "vgroup0": {"LONGATTN_PAGED_VGROUP": "0"},
                      "tma": {"LONGATTN_PAGED_MODE": "tma"}, "lanes": {"LONGATTN_PAGED_MODE": "lanes"},
                      "gather": {"LONGATTN_PAGED_MODE": "gather"}, "klvg": {"LONGATTN_PAGED_MODE": "klvg"},
-                     "kgvl": {"LONGATTN_PAGED_MODE": "kgvl"},
-                     "kgvlvg": {"LONGATTN_PAGED_MODE": "kgvl", "LONGATTN_PAGED_VGROUP": "1"},
-                     "lanesvg": {"LONGATTN_PAGED_MODE": "lanes", "LONGATTN_PAGED_VGROUP": "1"}}
+                     "kgvl": {"LONGATTN_PAGED_MODE": "kgvl"}}
 
 
 def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48, 100, 3)):
@@ -425,10 +423,10 @@ def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48,
                               la.paged(q, kp, vp, op, pt, causal, used))
         # Variants by environment switch, timed beside the default: the padded grid instead
         # of the tile list, the grouped V layout (one TMA per V box), and the paged producer
-        # modes (page_math.h PagedMode; default: lanes for boxes of 16+ rows under the tile,
-        # gather below; klvg / kgvl: K and V each one way).
-        tags = {16: ("lanes", "gather", "klvg", "kgvl", "kgvlvg", "lanesvg"), 128: ("tilelist0",), 32: ("lanes", "klvg"),
-                48: ("tma", "lanes"), 64: ("gather",), 3: ("tma",)}.get(ps, ())
+        # modes (page_math.h PagedMode; default: lanes + grouped V for boxes of 16+ rows under
+        # the tile, gather below; klvg / kgvl: K and V each one way).
+        tags = {16: ("vgroup0", "tma", "gather", "kgvl"), 128: ("tilelist0",), 32: ("vgroup0", "tma"),
+                48: ("vgroup0",), 64: ("vgroup0",), 3: ("tma",)}.get(ps, ())
         for tag in tags:  # each variant its own output (its own max |diff|)
             env, ov = PAGED_VARIANT_ENV[tag], torch.full_like(q, float("nan"))
             outs[f"paged {ps} {tag}"] = ov

@@ -224,9 +224,12 @@ Status cuda_forward(const Args& a, const Problem& p) {
   std::string err;
   // Paged boxes shorter than the tile carry one 64-column chunk each (tensor_map.h).
   const int kv_box_rows = paged ? 1 << box_shift : tc.block_n;
-  // LONGATTN_PAGED_VGROUP=1 (A/B switch, off by default): boxes of 16 .. block_n / 2 rows load V
-  // with every 64-column chunk in one TMA, into the grouped V layout (params.h v_group_shift):
-  // page 16 at hdim 128 issues 24 TMAs per key block instead of 32.
+  // Grouped V (default; LONGATTN_PAGED_VGROUP=0 turns it off, A/B): boxes of 16 .. block_n / 2
+  // rows load V with every 64-column chunk in one TMA, into the grouped V layout (params.h
+  // v_group_shift): page 16 at hdim 128 issues 24 TMAs per key block instead of 32. H100 pbench
+  // (2026-11-25, 4 x 8k, hdim 128, vs dense, full / causal): page 16 lanes 0.61 / 0.66,
+  // lanes + grouped V 0.71 / 0.76 (mixed modes: klvg 0.59 / 0.63, kgvl 0.56 / 0.61, kgvl +
+  // grouped V 0.65 / 0.67).
   int bn_shift = 0;
   while ((1 << bn_shift) < tc.block_n) ++bn_shift;
   // How tiles shorter than a page are filled (page_math.h PagedMode), measured below;
@@ -244,7 +247,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
   if (paged && cuda::sm90::paged_team_ok(tc) && !mode_env && box_shift >= 4 && box_shift < bn_shift)
     paged_mode = cuda::sm90::kPagedLanes;
   const bool v_grouped = paged && box_shift >= 4 && box_shift < bn_shift && !cuda::sm90::paged_gathers(paged_mode, false) &&
-                         env_is("LONGATTN_PAGED_VGROUP", "1");
+                         !env_is("LONGATTN_PAGED_VGROUP", "0");
   cuda::TileMapSpec mk = map_spec(a.k, dt, kv_box_rows), mv = map_spec(a.v, dt, kv_box_rows);
   if (kv_box_rows < tc.block_n) mk.box_chunks = mv.box_chunks = 1;
   if (v_grouped) mv.box_chunks = 0;

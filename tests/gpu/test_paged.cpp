@@ -152,8 +152,8 @@ TEST_P(GpuPaged, MatchesReference) {
   check_paged(GetParam());
 }
 
-// LONGATTN_PAGED_VGROUP=1, LONGATTN_PAGED_MODE=tma (A/B, off by default): V boxes of 16 .. block_n / 2 rows carry
-// every 64-column chunk into the grouped V layout (params.h v_group_shift, gemm_pv). Pages
+// Grouped V (the default; here forced with LONGATTN_PAGED_VGROUP=1 and LONGATTN_PAGED_MODE=tma,
+// then kgvl and lanes): V boxes of 16 .. block_n / 2 rows carry every 64-column chunk into the grouped V layout (params.h v_group_shift, gemm_pv). Pages
 // giving such boxes at every head dim (hdim 256: block_n 64), with seqused_k, ragged q,
 // windows, sinks, softcap, 192 / 128, and sizes the switch leaves alone (3, 24, 128).
 std::vector<CaseSpec> vgroup_cases() {
@@ -219,6 +219,8 @@ TEST_P(GpuPagedVGroup, MatchesReferenceTeamModes) {
 // padded (non-contiguous) K / V rows, f16 -> f32 with sinks / softcap / window, chunks,
 // 192 / 128, pages 1, 3, 24, 32, 48, 64, 100 and 200 (boxes of 1..64 rows), and a single
 // key block per sequence. Every unread K / V row is NaN / Inf (check_paged).
+// The tma cases run with the plain V layout (LONGATTN_PAGED_VGROUP=0), the others with the
+// default (grouped V where V takes TMA boxes of 16+ rows).
 struct ModeCase {
   CaseSpec s;
   const char* mode;
@@ -274,8 +276,10 @@ class GpuPagedMode : public ::testing::TestWithParam<ModeCase> {};
 TEST_P(GpuPagedMode, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   setenv("LONGATTN_PAGED_MODE", GetParam().mode, 1);
+  if (std::string(GetParam().mode) == "tma") setenv("LONGATTN_PAGED_VGROUP", "0", 1);
   check_paged(GetParam().s);
   unsetenv("LONGATTN_PAGED_MODE");
+  unsetenv("LONGATTN_PAGED_VGROUP");
 }
 
 std::string spec_name(const ::testing::TestParamInfo<CaseSpec>& i) {

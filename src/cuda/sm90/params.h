@@ -78,7 +78,7 @@ struct FwdParams {
   int32_t box_shift = 0;
   // log2 of the rows of a V "group" in shared memory: V stage = [group][64-column chunk][rows
   // of the group][64]. log2(kBlockN): the usual [chunk][kBlockN][64] tile. box_shift (>= 4,
-  // < log2 kBlockN; LONGATTN_PAGED_VGROUP=1): a V box holds every chunk of its rows, one TMA
+  // < log2 kBlockN; default, LONGATTN_PAGED_VGROUP=0 turns it off): a V box holds every chunk of its rows, one TMA
   // per box instead of one per chunk (paged kernel only; mainloop.cuh gemm_pv).
   int32_t v_group_shift = 0;
   // Packed GQA (pack_gqa.h; feature kernels with KernelConfig kPack): log2 of the group g.
