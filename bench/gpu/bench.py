@@ -384,6 +384,7 @@ def with_env(env, f):
 
 # Environment of each paged bench variant (tag in the row name).
 PAGED_VARIANT_ENV = {"tilelist0": {"LONGATTN_TILE_LIST": "0"}, "vgroup0": {"LONGATTN_PAGED_VGROUP": "0"},
+                     "kgroup0": {"LONGATTN_PAGED_KGROUP": "0"},
                      "tma": {"LONGATTN_PAGED_MODE": "tma"}, "lanes": {"LONGATTN_PAGED_MODE": "lanes"},
                      "gather": {"LONGATTN_PAGED_MODE": "gather"}, "klvg": {"LONGATTN_PAGED_MODE": "klvg"},
                      "kgvl": {"LONGATTN_PAGED_MODE": "kgvl"}}
@@ -425,8 +426,8 @@ def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48,
         # of the tile list, the grouped V layout (one TMA per V box), and the paged producer
         # modes (page_math.h PagedMode; default: lanes + grouped V for boxes of 16+ rows under
         # the tile, gather below; klvg / kgvl: K and V each one way).
-        tags = {16: ("vgroup0", "tma", "gather", "kgvl"), 128: ("tilelist0",), 32: ("vgroup0", "tma"),
-                48: ("vgroup0",), 64: ("vgroup0",), 3: ("tma",)}.get(ps, ())
+        tags = {16: ("kgroup0", "vgroup0", "tma", "gather"), 128: ("tilelist0",), 32: ("kgroup0", "vgroup0"),
+                48: ("kgroup0",), 64: ("kgroup0",), 3: ("tma",)}.get(ps, ())
         for tag in tags:  # each variant its own output (its own max |diff|)
             env, ov = PAGED_VARIANT_ENV[tag], torch.full_like(q, float("nan"))
             outs[f"paged {ps} {tag}"] = ov

@@ -251,6 +251,14 @@ Status cuda_forward(const Args& a, const Problem& p) {
   cuda::TileMapSpec mk = map_spec(a.k, dt, kv_box_rows), mv = map_spec(a.v, dt, kv_box_rows);
   if (kv_box_rows < tc.block_n) mk.box_chunks = mv.box_chunks = 1;
   if (v_grouped) mv.box_chunks = 0;
+  // Grouped K (default where V is grouped and K takes TMA boxes; LONGATTN_PAGED_KGROUP=0 turns
+  // it off, A/B): one TMA per box for K too (page 16 at hdim 128: 16 TMAs per key block instead
+  // of 24). Needs uniformly strided pages (page stride = page_size x row stride) and a pool
+  // of fewer than 2^32 rows (the producer's 32-bit pool row).
+  const bool k_grouped = v_grouped && !cuda::sm90::paged_gathers(paged_mode, true) &&
+                         mk.stride_batch == mk.rows * mk.stride_row && mk.batch * mk.rows < (int64_t(1) << 32) &&
+                         !env_is("LONGATTN_PAGED_KGROUP", "0");
+  if (k_grouped) mk.row_groups = true;
   cuda::TileMapSpec mq = map_spec(a.q, dt, tc.block_m);
   if (pack) mq.pack_group = int(p.group);
   if (!(err = cuda::encode_tile_map(mq, &la.tm_q)).empty() ||
@@ -346,6 +354,7 @@ Status cuda_forward(const Args& a, const Problem& p) {
     fp.page_div_shift = pd.shift;
     fp.box_shift = box_shift;
     fp.v_group_shift = v_grouped ? box_shift : bn_shift;
+    fp.k_grouped = k_grouped ? 1 : 0;
     fp.paged_mode = paged_mode;
     // The gather reads (num_pages, page_size, heads_kv, dim) K / V by byte offsets.
     const int64_t es = 2;  // bf16 / f16

@@ -219,8 +219,9 @@ TEST_P(GpuPagedVGroup, MatchesReferenceTeamModes) {
 // padded (non-contiguous) K / V rows, f16 -> f32 with sinks / softcap / window, chunks,
 // 192 / 128, pages 1, 3, 24, 32, 48, 64, 100 and 200 (boxes of 1..64 rows), and a single
 // key block per sequence. Every unread K / V row is NaN / Inf (check_paged).
-// The tma cases run with the plain V layout (LONGATTN_PAGED_VGROUP=0), the others with the
-// default (grouped V where V takes TMA boxes of 16+ rows).
+// The tma cases run with the plain K and V layouts (LONGATTN_PAGED_VGROUP=0), the lanes cases
+// with grouped V and plain K (LONGATTN_PAGED_KGROUP=0), the others with the default (grouped
+// K and V where they take TMA boxes of 16+ rows).
 struct ModeCase {
   CaseSpec s;
   const char* mode;
@@ -277,9 +278,11 @@ TEST_P(GpuPagedMode, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   setenv("LONGATTN_PAGED_MODE", GetParam().mode, 1);
   if (std::string(GetParam().mode) == "tma") setenv("LONGATTN_PAGED_VGROUP", "0", 1);
+  if (std::string(GetParam().mode) == "lanes") setenv("LONGATTN_PAGED_KGROUP", "0", 1);
   check_paged(GetParam().s);
   unsetenv("LONGATTN_PAGED_MODE");
   unsetenv("LONGATTN_PAGED_VGROUP");
+  unsetenv("LONGATTN_PAGED_KGROUP");
 }
 
 std::string spec_name(const ::testing::TestParamInfo<CaseSpec>& i) {

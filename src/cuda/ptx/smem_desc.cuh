@@ -29,8 +29,8 @@ __device__ __forceinline__ uint64_t make_desc_sw128(uint32_t smem_addr, uint32_t
   return d;
 }
 
-__device__ __forceinline__ uint64_t desc_k_major(uint32_t smem_addr) {
-  return make_desc_sw128(smem_addr, 16, 1024);
+__device__ __forceinline__ uint64_t desc_k_major(uint32_t smem_addr, uint32_t sbo_bytes = 1024) {
+  return make_desc_sw128(smem_addr, 16, sbo_bytes);
 }
 __device__ __forceinline__ uint64_t desc_mn_major(uint32_t smem_addr, uint32_t chunk_bytes) {
   return make_desc_sw128(smem_addr, chunk_bytes, 1024);

@@ -58,6 +58,22 @@ std::string encode_tile_map(const TileMapSpec& s, CUtensorMap* map) {
     box[2] = cuuint32_t(s.box_rows / g);
     box[3] = 1;
   }
+  if (s.row_groups) {
+    if (s.rows % 8 != 0 || s.box_rows % 8 != 0 || s.box_rows / 8 > 256 || s.stride_batch != s.rows * s.stride_row)
+      return "grouped K map: pages of a multiple of 8 rows, uniformly strided, are required";
+    dims[1] = 8;
+    dims[2] = cuuint64_t(s.dim / 64);
+    dims[3] = cuuint64_t(s.batch * s.rows / 8);
+    dims[4] = cuuint64_t(s.heads);
+    strides[0] = cuuint64_t(s.stride_row) * es;
+    strides[1] = 64 * es;
+    strides[2] = cuuint64_t(8 * s.stride_row) * es;
+    strides[3] = s.heads == 1 ? 16 : cuuint64_t(s.stride_head) * es;
+    box[1] = 8;
+    box[2] = cuuint32_t(s.dim / 64);
+    box[3] = cuuint32_t(s.box_rows / 8);
+    box[4] = 1;
+  }
   cuuint32_t estr[5] = {1, 1, 1, 1, 1};
   CUresult r = enc(map, s.dtype, 5, const_cast<void*>(s.base), dims, strides, box, estr,
                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,

@@ -27,6 +27,12 @@ struct TileMapSpec {
   // heads / g, batch), box (64, g, box_rows / g): one box per 64-column chunk (column
   // coordinate 64 c) lands as box_rows rows in the order (row, head of the group).
   int pack_group = 0;
+  // Grouped paged K (sm90/params.h k_grouped): the pool (batch = pages of `rows` rows each,
+  // stride_batch == rows x stride_row) viewed as (64 cols, 8 rows, dim/64 chunks, 8-row groups
+  // of the pool, heads), box (64, 8, dim/64, box_rows/8, 1): a box of box_rows rows lands as
+  // [8-row group][chunk][8 rows][128 B], every chunk in one load. Coordinates (0, 0, 0,
+  // pool_row / 8, head).
+  bool row_groups = false;
 };
 
 // Encodes `spec` into `map`. Returns "" on success, else a message.

@@ -246,7 +246,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       int64_t j = hi - 1;
       wait_full(sm.k_full(ks.stage), ks.phase);
       turn.wait_turn();
-      gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
+      gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage), uint32_t(p.k_grouped));
       turn.pass_turn();
       ptx::wgmma_wait<0>();
       ptx::pin(s);
@@ -270,7 +270,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
           if (p.softcap_in != 0.f && softcap_halves(p.softcap_mode) && uint32_t(int32_t(j) - ja) < width) {
             turn.wait_turn();
             float sh[2][kNS / 2];  // own registers: aliasing s made ptxas serialize (C7511)
-            gemm_qk_halves<Cfg>(sh[0], sh[1], q_wg, sm.k(ks.stage));
+            gemm_qk_halves<Cfg>(sh[0], sh[1], q_wg, sm.k(ks.stage), uint32_t(p.k_grouped));
             if (rescale) rescale_rows(o, factor);
             ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
             gemm_pv<Cfg>(o, pf, sm.v(vs.stage), uint32_t(p.v_group_shift));
@@ -298,7 +298,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
           }
         }
         turn.wait_turn();
-        gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage));
+        gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage), uint32_t(p.k_grouped));
         // Rescale O while S runs on the tensor cores (FlashAttention-3 order): O is not an
         // operand of any wgmma in flight here.
         if (rescale) rescale_rows(o, factor);

@@ -108,6 +108,21 @@ struct Producer {
   // first, on request). NOTES: the producer runs on 40 registers; the page comes from a
   // multiply-high (page_div), not a division, and the table offset is 32-bit (the host sends
   // tables of fewer than 2^31 entries; the pointer and divisor stay in the parameter bank).
+  // One box of rows [row, row + r) of `page` with every chunk, into the grouped layout.
+  // V (params.h v_group_shift): the usual (64, rows, chunk, head, page) map, [chunk][r rows].
+  // K (params.h k_grouped): the row-group map (tensor_map.h row_groups: 64, 8 rows, chunk,
+  // 8-row group of the pool, head), [group][chunk][8 rows]; the pool's row of (page, row) is
+  // page x page_size + row (uniform pages, < 2^32 rows: forward_sm90.cpp).
+  template <bool kIsK>
+  __device__ __forceinline__ void grouped_box(const FwdParams& p, uint8_t* dst, const CUtensorMap* tm, uint64_t* full,
+                                              int32_t row, int32_t hk, int32_t page) {
+    if constexpr (kIsK) {
+      const uint32_t pool_row = uint32_t(page) * uint32_t(p.page_size) + uint32_t(row);
+      ptx::tma_load_5d(dst, tm, full, 0, 0, 0, int32_t(pool_row >> 3), hk);
+    } else {
+      ptx::tma_load_5d(dst, tm, full, 0, row, 0, hk, page);
+    }
+  }
   template <bool kIsK>
   __device__ __forceinline__ void load_paged(const FwdParams& p, int32_t pt_off, int32_t hk, uint32_t k_len,
                                              uint32_t j) {
@@ -128,7 +143,7 @@ struct Producer {
     ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (kDim * 2));
     if (r == uint32_t(Cfg::kBlockN)) {  // whole tile in one page: one box, every chunk
       ptx::tma_load_5d(dst, tm, full, 0, int32_t(row), 0, hk, page);
-    } else if (!kIsK && uint32_t(p.v_group_shift) == shift) {  // grouped V: a box has every chunk
+    } else if (kIsK ? p.k_grouped != 0 : uint32_t(p.v_group_shift) == shift) {  // grouped: a box has every chunk
       for (uint32_t i = 0; i < boxes; ++i) {
         uint32_t next_row = row + r, next_pg = pg;
         if (next_row == uint32_t(p.page_size)) {
@@ -136,7 +151,7 @@ struct Producer {
           ++next_pg;
         }
         const int32_t next = i + 1 < boxes ? __ldg(p.page_table + (pt_off + int32_t(next_pg))) : 0;
-        ptx::tma_load_5d(dst + (i << shift) * (kDim * 2), tm, full, 0, int32_t(row), 0, hk, page);
+        grouped_box<kIsK>(p, dst + (i << shift) * (kDim * 2), tm, full, int32_t(row), hk, page);
         row = next_row;
         pg = next_pg;
         page = next;
@@ -239,13 +254,18 @@ struct Producer {
       const CUtensorMap* tm = is_k ? tm_k : tm_v;
       if (tid == 0) ptx::mbar_arrive_expect_tx(full, (boxes << shift) * uint32_t(dim * 2));
       __syncwarp();
-      const bool grouped = !is_k && uint32_t(p.v_group_shift) == shift;  // a V box has every chunk
+      // A box has every chunk (grouped K / V).
+      const bool grouped = is_k ? p.k_grouped != 0 : uint32_t(p.v_group_shift) == shift;
       for (uint32_t i = uint32_t(tid); i < boxes; i += 32) {
         const uint32_t t = t0 + (i << shift), pg = page_div(t, p.page_magic, p.page_div_shift);
         const int32_t row = int32_t(t - pg * uint32_t(p.page_size));
         const int32_t page = __ldg(p.page_table + (pt_off + int32_t(pg)));
         if (grouped) {
-          ptx::tma_load_5d(dst + (i << shift) * uint32_t(dim * 2), tm, full, 0, row, 0, hk, page);
+          if (is_k) {
+            grouped_box<true>(p, dst + (i << shift) * uint32_t(dim * 2), tm, full, row, hk, page);
+          } else {
+            grouped_box<false>(p, dst + (i << shift) * uint32_t(dim * 2), tm, full, row, hk, page);
+          }
         } else {
           for (int c = 0; c < dim / 64; ++c)
             ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, 0, row, c, hk, page);
@@ -333,18 +353,35 @@ __device__ __forceinline__ void clear_tail_rows(uint8_t* stage, int32_t first_ro
   ptx::named_sync(ptx::kBarClearTail, kThreads);
 }
 
+// The K stage's geometry for S = Q K^T: bytes between 64-column chunks and between 8-row
+// groups. Usual tile [chunk][kBlockN rows][128 B]: kBlockN x 128 and 1024; grouped K (paged
+// kernel, params.h k_grouped) [8-row group][chunk][8 rows][128 B]: 1024 and chunks x 1024.
+template <class Cfg>
+struct KStageGeom {
+  uint32_t chunk, group;
+  __device__ __forceinline__ explicit KStageGeom(uint32_t k_grouped) : chunk(Cfg::kBlockN * 128), group(1024) {
+    if constexpr (Cfg::kPaged) {
+      if (k_grouped) {
+        chunk = 1024;
+        group = (Cfg::kHeadDim / 64) * 1024;
+      }
+    }
+  }
+};
+
 // S(64 x kBlockN) = Q(64 rows of this warpgroup) K^T: both K-major, hdim/16 SS wgmmas.
 template <class Cfg>
 __device__ __forceinline__ void gemm_qk(float (&s)[Cfg::kBlockN / 2], const uint8_t* q_wg,
-                                        const uint8_t* k_stage) {
+                                        const uint8_t* k_stage, uint32_t k_grouped = 0) {
   using T = typename Cfg::Element;
   uint32_t qa = ptx::smem_u32(q_wg), ka = ptx::smem_u32(k_stage);
+  const KStageGeom<Cfg> g(k_grouped);
   ptx::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
     uint32_t off = (kk % 4) * 32;
     uint64_t da = ptx::desc_k_major(qa + (kk / 4) * Cfg::kBlockM * 128 + off);
-    uint64_t db = ptx::desc_k_major(ka + (kk / 4) * Cfg::kBlockN * 128 + off);
+    uint64_t db = ptx::desc_k_major(ka + (kk / 4) * g.chunk + off, g.group);
     ptx::wgmma_ss<T, Cfg::kBlockN>(s, da, db, kk > 0);
   }
   ptx::wgmma_commit();
@@ -358,11 +395,13 @@ __device__ __forceinline__ void gemm_qk(float (&s)[Cfg::kBlockN / 2], const uint
 // NOTES: Q is read from shared memory once per half (2 + 2 KB per k16 step instead of 2 + 4).
 template <class Cfg>
 __device__ __forceinline__ void gemm_qk_halves(float (&lo)[Cfg::kBlockN / 4], float (&hi)[Cfg::kBlockN / 4],
-                                               const uint8_t* q_wg, const uint8_t* k_stage) {
+                                               const uint8_t* q_wg, const uint8_t* k_stage,
+                                               uint32_t k_grouped = 0) {
   using T = typename Cfg::Element;
   constexpr int kHalfN = Cfg::kBlockN / 2;
   static_assert(kHalfN % 64 == 0, "halves start on a swizzle atom");
   uint32_t qa = ptx::smem_u32(q_wg), ka = ptx::smem_u32(k_stage);
+  const KStageGeom<Cfg> g(k_grouped);
   ptx::wgmma_fence();
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -370,7 +409,7 @@ __device__ __forceinline__ void gemm_qk_halves(float (&lo)[Cfg::kBlockN / 4], fl
     for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
       uint32_t off = (kk % 4) * 32;
       uint64_t da = ptx::desc_k_major(qa + (kk / 4) * Cfg::kBlockM * 128 + off);
-      uint64_t db = ptx::desc_k_major(ka + (kk / 4) * Cfg::kBlockN * 128 + h * kHalfN * 128 + off);
+      uint64_t db = ptx::desc_k_major(ka + (kk / 4) * g.chunk + h * (kHalfN / 8) * g.group + off, g.group);
       ptx::wgmma_ss<T, kHalfN>(h == 0 ? lo : hi, da, db, kk > 0);
     }
     ptx::wgmma_commit();

@@ -81,6 +81,11 @@ struct FwdParams {
   // < log2 kBlockN; default, LONGATTN_PAGED_VGROUP=0 turns it off): a V box holds every chunk of its rows, one TMA
   // per box instead of one per chunk (paged kernel only; mainloop.cuh gemm_pv).
   int32_t v_group_shift = 0;
+  // Grouped K (paged kernel; boxes of 16 .. kBlockN / 2 rows taking TMA; forward_sm90.cpp):
+  // K stage = [8-row group][64-column chunk][8 rows][128 bytes], so one TMA box carries every
+  // chunk of a page's rows (tensor_map.h row_groups) and S = Q K^T reads the stage with the
+  // 8-row-group stride (hdim / 64) x 1024 bytes (mainloop.cuh gemm_qk). 0: the usual tile.
+  int32_t k_grouped = 0;
   // Packed GQA (pack_gqa.h; feature kernels with KernelConfig kPack): log2 of the group g.
   // The tile space is then (batch, kv head, packed q-block): heads_q holds heads_kv and group
   // 1 for the scheduler, a tile's row r is query position m_block (kBlockM / g) + r / g of
