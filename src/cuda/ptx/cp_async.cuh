@@ -14,6 +14,12 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gmem
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr), "l"(gmem) : "memory");
 }
 
+// The same copy with `src_bytes` (0 or 16) read from global and the rest of the 16 bytes
+// zero-filled: 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async_16_zfill(uint32_t smem_addr, const void* gmem, uint32_t src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem), "r"(src_bytes) : "memory");
+}
+
 // One arrival on `bar` once every cp.async this thread issued before has landed. .noinc: the
 // arrival counts toward the barrier's expected count (init with one per copying thread).
 __device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint64_t* bar) {

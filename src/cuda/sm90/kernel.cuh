@@ -227,6 +227,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     // mainloop.cuh). Full tiles pay a compare. The dense kernels' K/V maps end at seq_k, so
     // TMA already fills their tails with zeros.
     auto clear_v_tail = [&] {
+      if constexpr (Cfg::kPagedTeam) {  // gathered V: the copies zero-filled the tail rows
+        if (paged_gathers(p.paged_mode, false)) return;
+      }
       if constexpr (Cfg::kRagged) {
         const int32_t n = mask.sk - int32_t(hi - 1) * Cfg::kBlockN;
         if (n < Cfg::kBlockN) {

@@ -191,11 +191,13 @@ struct Producer {
   // are unchanged. Thread t copies unit t % 8 of each chunk of rows t / 8 + 16 i: per 128 x
   // 128 bf16 tile 16 copies per thread. Page-table entries: each lane reads one of its warp's
   // 32 rows before the stage wait, the threads take theirs by shuffle (page_math.h
-  // gather_loader_row / gather_loader_lane). Rows at or past the sequence's used keys are not read (their page-table entries
-  // need not exist): K there is masked, V cleared by the consumers (clear_tail_rows), as on
-  // the TMA path. Each thread then arrives once on the full barrier when its copies have
-  // landed (cp.async.mbarrier.arrive.noinc; the barrier expects 128 arrivals in this mode,
-  // kernel.cuh). NOTES: cp.async writes shared memory through the generic proxy and wgmma
+  // gather_loader_row / gather_loader_lane). Rows at or past the sequence's used keys are not
+  // read (their page-table entries need not exist): K there is masked; V there is written
+  // with zeros by the same copies (zero-fill, no source bytes), so the consumers skip their
+  // clear_tail_rows for gathered V (kernel.cuh clear_v_tail) and no generic-proxy store of
+  // theirs meets these copies in the stage. Each thread then arrives once on the full
+  // barrier when its copies have landed (cp.async.mbarrier.arrive.noinc; the barrier expects
+  // 128 arrivals in this mode, kernel.cuh). NOTES: cp.async writes shared memory through the generic proxy and wgmma
   // reads it through the async proxy, so every consumer thread runs fence.proxy.async after
   // its full-barrier wait (kernel.cuh wait_full): the wait acquires the copies, the fence
   // makes them visible to the wgmmas it issues next. The write-after-read order needs
@@ -236,13 +238,17 @@ struct Producer {
       for (uint32_t i = 0; i < uint32_t(Cfg::kBlockN / kGatherRowStep); ++i) {
         const int32_t page = __shfl_sync(0xffffffffu, lpage, int(gather_loader_lane(uint32_t(tid), i)));
         const uint32_t r = r0 + i * kGatherRowStep;
+        const uint32_t d = dst0 + gather_smem_offset(r, unit, Cfg::kBlockN);
         if (r < rows) {
           const uint32_t t = t0 + r, pg = page_div(t, p.page_magic, p.page_div_shift);
           const uint8_t* src = src0 + int64_t(page) * page_bytes + int64_t(t - pg * uint32_t(p.page_size)) * row_bytes;
-          const uint32_t d = dst0 + gather_smem_offset(r, unit, Cfg::kBlockN);
 #pragma unroll
           for (int c = 0; c < kMaxChunks; ++c)
             if (c < chunks) ptx::cp_async_16(d + c * (Cfg::kBlockN * 128), src + c * 128);
+        } else if (!is_k) {  // V rows past the keys: zeros, read from nowhere (see above)
+#pragma unroll
+          for (int c = 0; c < kMaxChunks; ++c)
+            if (c < chunks) ptx::cp_async_16_zfill(d + c * (Cfg::kBlockN * 128), src0, 0u);
         }
       }
       ptx::cp_async_mbar_arrive_noinc(full);
