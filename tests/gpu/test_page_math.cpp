@@ -135,6 +135,21 @@ TEST(PageMath, KvStepsFollowTheConsumersOrder) {
   }
 }
 
+// The dense kernel's tile rule for hdim 128 non-causal: 128 x 128 up to 2k keys, 128 x 192
+// to 16k, then 128 x 176 with the L2 sections; causal and other head dims: the table.
+TEST(TileSize, DefaultVariantRule) {
+  EXPECT_EQ(default_variant(128, false, 1024), 1);
+  EXPECT_EQ(default_variant(128, false, 2048), 1);
+  EXPECT_EQ(default_variant(128, false, 2049), 2);
+  EXPECT_EQ(default_variant(128, false, 16384), 2);
+  EXPECT_EQ(default_variant(128, false, 16385), 0);
+  EXPECT_EQ(default_variant(128, true, 8192), 0);
+  EXPECT_EQ(default_variant(64, false, 8192), 0);
+  EXPECT_EQ(default_variant(256, false, 8192), 0);
+  EXPECT_EQ(default_variant(96, false, 8192), 2);
+  EXPECT_TRUE(tile_config(128, false, 2) == (TileConfig{128, 192, 2, 2, 24, 240, 1, false}));
+}
+
 // Mode rule: tile-multiple pages always take one TMA per tile; boxes under 32 rows gather by
 // default; LONGATTN_PAGED_MODE forces a mode only where boxes are shorter than the tile.
 TEST(PageMath, PagedModeRule) {

@@ -92,9 +92,13 @@ constexpr bool paged_team_ok(const TileConfig& t) { return t.producer_regs >= 56
 
 // The variant the table picks for a problem: short non-causal hdim-128 problems run the
 // 128 x 128 tile (measured on H200, interleaved: seq 1k 546 vs 525 TFLOP/s for 128 x 176,
-// 2k 587 vs 577; from 4k on 128 x 176 is as fast or faster: 8k 646 vs 625).
+// 2k 587 vs 577), 4k..16k keys the 128 x 192 tile (H100, 2026-11-25, interleaved, vs 128 x
+// 176: 16 heads 4k 602 vs 593, 8k 635 vs 623, 16k 643 vs 630; 32 / 8 heads 8k 639 vs 622,
+// 16k 645 vs 629), longer ones 128 x 176 with the L2 sections (the 128 x 192 tile has none:
+// 32 / 8 heads 64k 642 vs 653, 128k 603 vs 632).
 constexpr int default_variant(int head_dim, bool causal, long long seq_k) {
-  return (!causal && head_dim > 64 && head_dim <= 128 && seq_k <= 2048) ? 1 : 0;
+  if (causal || head_dim <= 64 || head_dim > 128) return 0;
+  return seq_k <= 2048 ? 1 : seq_k <= 16384 ? 2 : 0;
 }
 
 constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
