@@ -386,8 +386,7 @@ def with_env(env, f):
 PAGED_VARIANT_ENV = {"tilelist0": {"LONGATTN_TILE_LIST": "0"}, "vgroup0": {"LONGATTN_PAGED_VGROUP": "0"},
                      "kgroup0": {"LONGATTN_PAGED_KGROUP": "0"},
                      "tma": {"LONGATTN_PAGED_MODE": "tma"}, "lanes": {"LONGATTN_PAGED_MODE": "lanes"},
-                     "gather": {"LONGATTN_PAGED_MODE": "gather"}, "klvg": {"LONGATTN_PAGED_MODE": "klvg"},
-                     "kgvl": {"LONGATTN_PAGED_MODE": "kgvl"}}
+                     "gather": {"LONGATTN_PAGED_MODE": "gather"}}
 
 
 def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48, 100, 3)):
@@ -425,7 +424,7 @@ def paged_rows(la, causal, l2_bytes, page_sizes=(16, 32, 64, 128, 256, 1024, 48,
         # Variants by environment switch, timed beside the default: the padded grid instead
         # of the tile list, the grouped V layout (one TMA per V box), and the paged producer
         # modes (page_math.h PagedMode; default: lanes + grouped V for boxes of 16+ rows under
-        # the tile, gather below; klvg / kgvl: K and V each one way).
+        # the tile, gather below).
         tags = {16: ("kgroup0", "vgroup0", "tma", "gather"), 128: ("tilelist0",), 32: ("kgroup0", "vgroup0"),
                 48: ("kgroup0",), 64: ("kgroup0",), 3: ("tma",)}.get(ps, ())
         for tag in tags:  # each variant its own output (its own max |diff|)

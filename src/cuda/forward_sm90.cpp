@@ -228,12 +228,12 @@ Status cuda_forward(const Args& a, const Problem& p) {
   // rows load V with every 64-column chunk in one TMA, into the grouped V layout (params.h
   // v_group_shift): page 16 at hdim 128 issues 24 TMAs per key block instead of 32. H100 pbench
   // (2026-11-25, 4 x 8k, hdim 128, vs dense, full / causal): page 16 lanes 0.61 / 0.66,
-  // lanes + grouped V 0.71 / 0.76 (mixed modes: klvg 0.59 / 0.63, kgvl 0.56 / 0.61, kgvl +
-  // grouped V 0.65 / 0.67).
+  // lanes + grouped V 0.71 / 0.76 (mixed modes, since removed: K lanes + V gather 0.59 /
+  // 0.63, the reverse 0.56 / 0.61, with grouped V 0.65 / 0.67).
   int bn_shift = 0;
   while ((1 << bn_shift) < tc.block_n) ++bn_shift;
   // How tiles shorter than a page are filled (page_math.h PagedMode), measured below;
-  // LONGATTN_PAGED_MODE=tma / lanes / gather / klvg / kgvl forces one (A/B; tests).
+  // LONGATTN_PAGED_MODE=tma / lanes / gather forces one (A/B; tests).
   // The hdim-256 paged kernel has no team modes (tile_size.h paged_team_ok): TMA boxes.
   // H100 pbench (2026-11-22 05:40, 4 x 8k, hdim 128, vs dense, full / causal): page 16 tma
   // 0.53 / 0.57, gather 0.56 / 0.59, lanes 0.63 / 0.67; page 32 tma 0.78 / 0.82, lanes 0.82 /
@@ -246,18 +246,18 @@ Status cuda_forward(const Args& a, const Problem& p) {
                        : cuda::sm90::kPagedTma;
   if (paged && cuda::sm90::paged_team_ok(tc) && !mode_env && box_shift >= 4 && box_shift < bn_shift)
     paged_mode = cuda::sm90::kPagedLanes;
-  const bool v_grouped = paged && box_shift >= 4 && box_shift < bn_shift && !cuda::sm90::paged_gathers(paged_mode, false) &&
+  const bool v_grouped = paged && box_shift >= 4 && box_shift < bn_shift && paged_mode != cuda::sm90::kPagedGather &&
                          !env_is("LONGATTN_PAGED_VGROUP", "0");
   cuda::TileMapSpec mk = map_spec(a.k, dt, kv_box_rows), mv = map_spec(a.v, dt, kv_box_rows);
   if (kv_box_rows < tc.block_n) mk.box_chunks = mv.box_chunks = 1;
   if (v_grouped) mv.box_chunks = 0;
-  // Grouped K (default where V is grouped and K takes TMA boxes; LONGATTN_PAGED_KGROUP=0 turns
-  // it off, A/B): one TMA per box for K too (page 16 at hdim 128: 16 TMAs per key block instead
-  // of 24). Needs uniformly strided pages (page stride = page_size x row stride) and a pool
-  // of fewer than 2^32 rows (the producer's 32-bit pool row).
-  const bool k_grouped = v_grouped && !cuda::sm90::paged_gathers(paged_mode, true) &&
-                         mk.stride_batch == mk.rows * mk.stride_row && mk.batch * mk.rows < (int64_t(1) << 32) &&
-                         !env_is("LONGATTN_PAGED_KGROUP", "0");
+  // Grouped K (default where V is grouped; LONGATTN_PAGED_KGROUP=0 turns it off, A/B): one TMA
+  // per box for K too (page 16 at hdim 128: 16 TMAs per key block instead of 24; H100 pbench
+  // 2026-11-25: 0.80-0.82 / 0.82-0.83 of dense vs 0.70-0.71 / 0.73-0.74). Needs uniformly
+  // strided pages (page stride = page_size x row stride) and a pool of fewer than 2^32 rows
+  // (the producer's 32-bit pool row).
+  const bool k_grouped = v_grouped && mk.stride_batch == mk.rows * mk.stride_row &&
+                         mk.batch * mk.rows < (int64_t(1) << 32) && !env_is("LONGATTN_PAGED_KGROUP", "0");
   if (k_grouped) mk.row_groups = true;
   cuda::TileMapSpec mq = map_spec(a.q, dt, tc.block_m);
   if (pack) mq.pack_group = int(p.group);

@@ -164,9 +164,6 @@ TEST(PageMath, PagedModeRule) {
   EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, "tma"), kPagedTma);
   EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, "lanes"), kPagedLanes);
   EXPECT_EQ(paged_mode_for(box_shift_for(32, 128), 128, "gather"), kPagedGather);
-  EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, "klvg"), kPagedKLanesVGather);
-  EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, "kgvl"), kPagedKGatherVLanes);
-  EXPECT_EQ(paged_mode_for(box_shift_for(128, 128), 128, "klvg"), kPagedTma);
   EXPECT_EQ(paged_mode_for(box_shift_for(256, 128), 128, "gather"), kPagedTma);
   EXPECT_EQ(paged_mode_for(box_shift_for(64, 64), 64, "lanes"), kPagedTma);
   EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, "bogus"), kPagedGather);
@@ -182,13 +179,6 @@ TEST(PageMath, PagedModeRule) {
   EXPECT_EQ(paged_team(kPagedTma), 1);
   EXPECT_EQ(paged_team(kPagedLanes), 32);
   EXPECT_EQ(paged_team(kPagedGather), 128);
-  EXPECT_EQ(paged_team(kPagedKLanesVGather), 128);
-  EXPECT_EQ(paged_team(kPagedKGatherVLanes), 128);
-  // Which side each mode gathers.
-  EXPECT_TRUE(paged_gathers(kPagedGather, true) && paged_gathers(kPagedGather, false));
-  EXPECT_TRUE(!paged_gathers(kPagedKLanesVGather, true) && paged_gathers(kPagedKLanesVGather, false));
-  EXPECT_TRUE(paged_gathers(kPagedKGatherVLanes, true) && !paged_gathers(kPagedKGatherVLanes, false));
-  EXPECT_TRUE(!paged_gathers(kPagedLanes, true) && !paged_gathers(kPagedLanes, false) && !paged_gathers(kPagedTma, true));
 }
 
 }  // namespace

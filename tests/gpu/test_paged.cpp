@@ -153,7 +153,7 @@ TEST_P(GpuPaged, MatchesReference) {
 }
 
 // Grouped V (the default; here forced with LONGATTN_PAGED_VGROUP=1 and LONGATTN_PAGED_MODE=tma,
-// then kgvl and lanes): V boxes of 16 .. block_n / 2 rows carry every 64-column chunk into the grouped V layout (params.h v_group_shift, gemm_pv). Pages
+// then lanes): V boxes of 16 .. block_n / 2 rows carry every 64-column chunk into the grouped V layout (params.h v_group_shift, gemm_pv). Pages
 // giving such boxes at every head dim (hdim 256: block_n 64), with seqused_k, ragged q,
 // windows, sinks, softcap, 192 / 128, and sizes the switch leaves alone (3, 24, 128).
 std::vector<CaseSpec> vgroup_cases() {
@@ -196,16 +196,12 @@ TEST_P(GpuPagedVGroup, MatchesReference) {
   unsetenv("LONGATTN_PAGED_VGROUP");
 }
 
-// The grouped V layout from the lanes' TMAs while the K tiles are gathered (kgvl) and with
-// both sides on the lanes.
-TEST_P(GpuPagedVGroup, MatchesReferenceTeamModes) {
+// The grouped layouts from the lanes' TMAs.
+TEST_P(GpuPagedVGroup, MatchesReferenceLanes) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   setenv("LONGATTN_PAGED_VGROUP", "1", 1);
-  for (const char* mode : {"kgvl", "lanes"}) {
-    SCOPED_TRACE(mode);
-    setenv("LONGATTN_PAGED_MODE", mode, 1);
-    check_paged(GetParam());
-  }
+  setenv("LONGATTN_PAGED_MODE", "lanes", 1);
+  check_paged(GetParam());
   unsetenv("LONGATTN_PAGED_MODE");
   unsetenv("LONGATTN_PAGED_VGROUP");
 }
@@ -213,7 +209,7 @@ TEST_P(GpuPagedVGroup, MatchesReferenceTeamModes) {
 // The paged producer modes (page_math.h PagedMode), each forced with LONGATTN_PAGED_MODE:
 // tma (one thread's TMA boxes), lanes (the producer warp's lanes issue the boxes), gather
 // (cp.async by the producer warpgroup into the swizzled tile; the default for boxes under 16
-// rows), klvg / kgvl (K by the lanes' TMAs and V gathered, or the reverse). Page 16 at every
+// rows). Page 16 at every
 // head dim (hdim 256 has no team modes: forced modes fall back to
 // tma there), seqused_k ending mid-page, causal bottom-right / top-left, ragged q, GQA / MQA,
 // padded (non-contiguous) K / V rows, f16 -> f32 with sinks / softcap / window, chunks,
@@ -267,7 +263,7 @@ std::vector<ModeCase> mode_cases() {
   s.dim_v = 128;
   v.push_back(s);
   std::vector<ModeCase> out;
-  for (const char* mode : {"gather", "lanes", "tma", "klvg", "kgvl"})
+  for (const char* mode : {"gather", "lanes", "tma"})
     for (const CaseSpec& c : v) out.push_back({c, mode});
   return out;
 }

@@ -111,7 +111,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
   auto wait_full = [&](uint64_t* bar, uint32_t phase) {
     ptx::mbar_wait(bar, phase);
     if constexpr (Cfg::kPagedTeam) {
-      if (paged_gathers(p.paged_mode, true) || paged_gathers(p.paged_mode, false)) ptx::fence_proxy_async_smem();
+      if (p.paged_mode == kPagedGather) ptx::fence_proxy_async_smem();
     }
   };
 
@@ -228,7 +228,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     // TMA already fills their tails with zeros.
     auto clear_v_tail = [&] {
       if constexpr (Cfg::kPagedTeam) {  // gathered V: the copies zero-filled the tail rows
-        if (paged_gathers(p.paged_mode, false)) return;
+        if (p.paged_mode == kPagedGather) return;
       }
       if constexpr (Cfg::kRagged) {
         const int32_t n = mask.sk - int32_t(hi - 1) * Cfg::kBlockN;
@@ -379,11 +379,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     // Full barriers: one arrival (the TMA's arm, with its bytes) or, for the paged gather,
     // one per producer thread (cp.async.mbarrier.arrive.noinc; mainloop.cuh gather_paged).
-    const uint32_t k_fills = Cfg::kPagedTeam && paged_gathers(p.paged_mode, true) ? 128u : 1u;
-    const uint32_t v_fills = Cfg::kPagedTeam && paged_gathers(p.paged_mode, false) ? 128u : 1u;
+    const uint32_t fills = Cfg::kPagedTeam && p.paged_mode == kPagedGather ? uint32_t(paged_team(kPagedGather)) : 1u;
     for (int s = 0; s < Cfg::kStages; ++s) {
-      ptx::mbar_init(sm.k_full(s), k_fills);
-      ptx::mbar_init(sm.v_full(s), v_fills);
+      ptx::mbar_init(sm.k_full(s), fills);
+      ptx::mbar_init(sm.v_full(s), fills);
       ptx::mbar_init(sm.k_empty(s), 4 * Cfg::kWGs);
       ptx::mbar_init(sm.v_empty(s), 4 * Cfg::kWGs);
     }
@@ -465,7 +464,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
       // The gather's last copies land (and arrive on their barriers) before the thread exits.
       if constexpr (Cfg::kPagedTeam) {
-        if (paged_gathers(p.paged_mode, true) || paged_gathers(p.paged_mode, false)) ptx::cp_async_wait_all();
+        if (p.paged_mode == kPagedGather) ptx::cp_async_wait_all();
       }
     }
   } else {

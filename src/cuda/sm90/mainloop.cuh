@@ -197,16 +197,12 @@ struct Producer {
   // clear_tail_rows for gathered V (kernel.cuh clear_v_tail) and no generic-proxy store of
   // theirs meets these copies in the stage. Each thread then arrives once on the full
   // barrier when its copies have landed (cp.async.mbarrier.arrive.noinc; the barrier expects
-  // 128 arrivals in this mode, kernel.cuh). NOTES: cp.async writes shared memory through the generic proxy and wgmma
-  // reads it through the async proxy, so every consumer thread runs fence.proxy.async after
-  // its full-barrier wait (kernel.cuh wait_full): the wait acquires the copies, the fence
-  // makes them visible to the wgmmas it issues next. The write-after-read order needs
+  // 128 arrivals in this mode, kernel.cuh). NOTES: cp.async writes shared memory through the
+  // generic proxy and wgmma reads it through the async proxy, so every consumer thread runs
+  // fence.proxy.async after its full-barrier wait (kernel.cuh wait_full): the wait acquires
+  // the copies, the fence makes them visible to the wgmmas it issues next. The write-after-read order needs
   // nothing new: a stage is released (empty barrier) only after the wgmmas reading it
   // completed (wgmma wait), as for TMA writes.
-  //
-  // kPagedKLanesVGather / kPagedKGatherVLanes (klvg / kgvl): K one way and V the other, so the
-  // TMA unit and the cp.async path work side by side; the warpgroup runs every step, warps
-  // 1-3 skip the TMA side's steps (their copies of the next gathered tile start meanwhile).
   __device__ __forceinline__ void team_load(const FwdParams& p, int32_t pt_off, int32_t hk, uint32_t k_len,
                                             uint32_t j, bool is_k) {
     const int stage = is_k ? ks.stage : vs.stage;
@@ -216,7 +212,7 @@ struct Producer {
     const uint32_t t0 = j * Cfg::kBlockN;
     const uint32_t rows = k_len - t0 < uint32_t(Cfg::kBlockN) ? k_len - t0 : uint32_t(Cfg::kBlockN);
     uint64_t* empty = is_k ? sm.k_empty(stage) : sm.v_empty(stage);
-    if (paged_gathers(p.paged_mode, is_k)) {
+    if (p.paged_mode == kPagedGather) {
       static_assert(Cfg::kBlockN % kGatherRowStep == 0 && Cfg::kBlockN / kGatherRowStep * 4 <= 32,
                     "a warp's rows: one page-table entry per lane");
       // This lane's entry for its warp (read before the stage wait: its latency hides there).
@@ -252,7 +248,7 @@ struct Producer {
         }
       }
       ptx::cp_async_mbar_arrive_noinc(full);
-    } else if (tid < 32) {  // TMA boxes from the producer warp's lanes (mixed modes: warps 1-3 skip)
+    } else {  // kPagedLanes
       ptx::mbar_wait(empty, phase ^ 1u);
       const int dim = is_k ? Cfg::kHeadDim : Cfg::kHeadDimV;
       const uint32_t shift = uint32_t(p.box_shift);

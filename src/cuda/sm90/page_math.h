@@ -63,21 +63,15 @@ LONGATTN_PAGE_FN uint32_t page_div(uint32_t n, uint32_t magic, uint32_t shift) {
 //   kPagedGather: the producer warpgroup's 128 threads copy the tile in 16-byte pieces with
 //     cp.async into the 128B-swizzled layout TMA would give (gather_smem_offset), each thread
 //     arriving once on the full barrier (cp.async.mbarrier.arrive.noinc).
-//   kPagedKLanesVGather / kPagedKGatherVLanes: one side each way, so the TMA unit and the
-//     cp.async path work at once (the producer warpgroup; warp 0's lanes issue the TMA side).
 // NOTES: the one-thread TMA path pays ~130 cycles per TMA whatever the box size (H200 pbench,
 // docs/PERFORMANCE.md): page 16 at hdim 128 is 32 TMAs per 128-key block against ~3150 cycles
 // of tensor-core work (0.54-0.59x of dense); page 32 (16 TMAs) ran 0.81x. So boxes under
 // kGatherBelowRows rows take the gather by default.
-enum PagedMode : int { kPagedTma = 0, kPagedLanes = 1, kPagedGather = 2, kPagedKLanesVGather = 3, kPagedKGatherVLanes = 4 };
+enum PagedMode : int { kPagedTma = 0, kPagedLanes = 1, kPagedGather = 2 };
 constexpr int kGatherBelowRows = 32;
 
 // Producer threads that run the schedule in a mode (thread 0 issues Q and the barriers' TMAs).
-LONGATTN_PAGE_FN int paged_team(int mode) { return mode == kPagedLanes ? 32 : mode == kPagedTma ? 1 : 128; }
-// Whether a mode fills the K (is_k) or V tiles with the cp.async gather (else TMA boxes).
-LONGATTN_PAGE_FN bool paged_gathers(int mode, bool is_k) {
-  return mode == kPagedGather || mode == (is_k ? kPagedKGatherVLanes : kPagedKLanesVGather);
-}
+LONGATTN_PAGE_FN int paged_team(int mode) { return mode == kPagedGather ? 128 : mode == kPagedLanes ? 32 : 1; }
 
 // The mode for boxes of 2^box_shift rows in a tile of block_n keys; `env` (may be null):
 // "tma" / "lanes" / "gather" forces one where boxes are shorter than the tile.
@@ -86,8 +80,6 @@ inline int paged_mode_for(int box_shift, int block_n, const char* env) {
   if (env && !std::strcmp(env, "tma")) return kPagedTma;
   if (env && !std::strcmp(env, "lanes")) return kPagedLanes;
   if (env && !std::strcmp(env, "gather")) return kPagedGather;
-  if (env && !std::strcmp(env, "klvg")) return kPagedKLanesVGather;
-  if (env && !std::strcmp(env, "kgvl")) return kPagedKGatherVLanes;
   return (1 << box_shift) < kGatherBelowRows ? kPagedGather : kPagedTma;
 }
 
