@@ -94,8 +94,9 @@ constexpr bool paged_team_ok(const TileConfig& t) { return t.producer_regs >= 56
 // 128 x 128 tile (measured on H200, interleaved: seq 1k 546 vs 525 TFLOP/s for 128 x 176,
 // 2k 587 vs 577), 4k..16k keys the 128 x 192 tile (H100, 2026-11-25, interleaved, vs 128 x
 // 176: 16 heads 4k 602 vs 593, 8k 635 vs 623, 16k 643 vs 630; 32 / 8 heads 8k 639 vs 622,
-// 16k 645 vs 629), longer ones 128 x 176 with the L2 sections (the 128 x 192 tile has none:
-// 32 / 8 heads 64k 642 vs 653, 128k 603 vs 632).
+// 16k 645 vs 629), longer ones 128 x 176 (the 128 x 192 tile loses there: 32 / 8 heads 64k
+// 642 vs 653, 128k 603 vs 632; both run the same non-causal order, q-blocks of one head
+// fastest, so the cause is not the tile order; not profiled).
 constexpr int default_variant(int head_dim, bool causal, long long seq_k) {
   if (causal || head_dim <= 64 || head_dim > 128) return 0;
   return seq_k <= 2048 ? 1 : seq_k <= 16384 ? 2 : 0;
