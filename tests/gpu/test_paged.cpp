@@ -185,25 +185,26 @@ std::vector<CaseSpec> vgroup_cases() {
 
 class GpuPagedVGroup : public ::testing::TestWithParam<CaseSpec> {};
 
-TEST_P(GpuPagedVGroup, MatchesReference) {
-  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+// check_paged with the grouped V layout forced on and the producer mode `mode`.
+void check_vgroup(const CaseSpec& c, const char* mode) {
   setenv("LONGATTN_PAGED_VGROUP", "1", 1);
-  // The grouped layout is made by TMA boxes (the gather, default below 32-row boxes, fills
-  // the plain tile and turns it off).
-  setenv("LONGATTN_PAGED_MODE", "tma", 1);
-  check_paged(GetParam());
+  setenv("LONGATTN_PAGED_MODE", mode, 1);
+  check_paged(c);
   unsetenv("LONGATTN_PAGED_MODE");
   unsetenv("LONGATTN_PAGED_VGROUP");
+}
+
+// The grouped layout made by one thread's TMA boxes (the gather, default below 32-row boxes,
+// fills the plain tile and turns it off).
+TEST_P(GpuPagedVGroup, MatchesReference) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  check_vgroup(GetParam(), "tma");
 }
 
 // The grouped layouts from the lanes' TMAs.
 TEST_P(GpuPagedVGroup, MatchesReferenceLanes) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
-  setenv("LONGATTN_PAGED_VGROUP", "1", 1);
-  setenv("LONGATTN_PAGED_MODE", "lanes", 1);
-  check_paged(GetParam());
-  unsetenv("LONGATTN_PAGED_MODE");
-  unsetenv("LONGATTN_PAGED_VGROUP");
+  check_vgroup(GetParam(), "lanes");
 }
 
 // The paged producer modes (page_math.h PagedMode), each forced with LONGATTN_PAGED_MODE:
