@@ -233,19 +233,12 @@ Status cuda_forward(const Args& a, const Problem& p) {
   int bn_shift = 0;
   while ((1 << bn_shift) < tc.block_n) ++bn_shift;
   // How tiles shorter than a page are filled (page_math.h PagedMode), measured below;
-  // LONGATTN_PAGED_MODE=tma / lanes / gather forces one (A/B; tests).
-  // The hdim-256 paged kernel has no team modes (tile_size.h paged_team_ok): TMA boxes.
-  // H100 pbench (2026-11-22 05:40, 4 x 8k, hdim 128, vs dense, full / causal): page 16 tma
-  // 0.53 / 0.57, gather 0.56 / 0.59, lanes 0.63 / 0.67; page 32 tma 0.78 / 0.82, lanes 0.82 /
-  // 0.85; page 48 lanes 0.62 vs gather 0.54; page 3 tma 0.05, gather 0.53-0.55; page 100
-  // gather 0.53-0.55 (TMA was 0.18). So boxes of 16+ rows take the lanes' TMAs and shorter
-  // boxes the gather (page_math.h's rule gives the gather below 32 rows; overridden here).
-  const char* mode_env = std::getenv("LONGATTN_PAGED_MODE");
-  int paged_mode = paged && cuda::sm90::paged_team_ok(tc)
-                       ? cuda::sm90::paged_mode_for(box_shift, tc.block_n, mode_env)
-                       : cuda::sm90::kPagedTma;
-  if (paged && cuda::sm90::paged_team_ok(tc) && !mode_env && box_shift >= 4 && box_shift < bn_shift)
-    paged_mode = cuda::sm90::kPagedLanes;
+  // LONGATTN_PAGED_MODE=tma / lanes / gather forces one (A/B; tests); the rule and its
+  // measurements: page_math.h. The hdim-256 paged kernel has no team modes (tile_size.h
+  // paged_team_ok): TMA boxes.
+  const int paged_mode = paged && cuda::sm90::paged_team_ok(tc)
+                             ? cuda::sm90::paged_mode_for(box_shift, tc.block_n, std::getenv("LONGATTN_PAGED_MODE"))
+                             : cuda::sm90::kPagedTma;
   const bool v_grouped = paged && box_shift >= 4 && box_shift < bn_shift && paged_mode != cuda::sm90::kPagedGather &&
                          !env_is("LONGATTN_PAGED_VGROUP", "0");
   cuda::TileMapSpec mk = map_spec(a.k, dt, kv_box_rows), mv = map_spec(a.v, dt, kv_box_rows);

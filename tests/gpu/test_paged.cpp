@@ -194,7 +194,7 @@ void check_vgroup(const CaseSpec& c, const char* mode) {
   unsetenv("LONGATTN_PAGED_VGROUP");
 }
 
-// The grouped layout made by one thread's TMA boxes (the gather, default below 32-row boxes,
+// The grouped layout made by one thread's TMA boxes (the gather, default below 16-row boxes,
 // fills the plain tile and turns it off).
 TEST_P(GpuPagedVGroup, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";

@@ -179,11 +179,11 @@ struct Producer {
   // threads runs this): one K or V tile, is_k at run time so each path is inlined once (with
   // a copy per K / V call site the 56-register producer spilled).
   //
-  // kPagedLanes (LONGATTN_PAGED_MODE=lanes, an A/B probe): the TMA boxes of load_paged,
-  // issued by the 32 lanes of the producer warp side by side (lane i: boxes i, i + 32, ...;
-  // each lane finds its page by multiply-high). Answers whether the ~130 cycles per TMA are
-  // the issuing thread's cost (lanes help) or the TMA unit's (they do not). Lane 0 arms the
-  // full barrier with the tile's bytes before the warp issues any box.
+  // kPagedLanes (default for boxes of kGatherBelowRows rows or more, under the tile): the TMA
+  // boxes of load_paged, issued by the 32 lanes of the producer warp side by side (lane i:
+  // boxes i, i + 32, ...; each lane finds its page by multiply-high): the ~130 cycles per TMA
+  // are the issuing thread's, so lanes help (page_math.h). Lane 0 arms the full barrier with
+  // the tile's bytes before the warp issues any box.
   //
   // kPagedGather (default for boxes under kGatherBelowRows rows): the producer warpgroup's
   // 128 threads copy the tile's rows in 16-byte pieces (cp.async, L2 only) to where the TMA

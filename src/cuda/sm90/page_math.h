@@ -58,29 +58,34 @@ LONGATTN_PAGE_FN uint32_t page_div(uint32_t n, uint32_t magic, uint32_t shift) {
 // paged_mode; forward_sm90.cpp picks it, LONGATTN_PAGED_MODE overrides):
 //   kPagedTma: one producer thread issues every TMA box (2^box_shift rows x one 64-column
 //     chunk). Pages that are multiples of the tile always take it (one TMA per tile).
-//   kPagedLanes: the producer warp's 32 lanes issue the boxes of a tile side by side (lane i:
-//     boxes i, i + 32, ...), lane 0 arming the full barrier first.
+//   kPagedLanes (default for boxes of kGatherBelowRows rows or more, under the tile): the
+//     producer warp's 32 lanes issue the boxes of a tile side by side (lane i: boxes i,
+//     i + 32, ...), lane 0 arming the full barrier first.
 //   kPagedGather: the producer warpgroup's 128 threads copy the tile in 16-byte pieces with
 //     cp.async into the 128B-swizzled layout TMA would give (gather_smem_offset), each thread
 //     arriving once on the full barrier (cp.async.mbarrier.arrive.noinc).
 // NOTES: the one-thread TMA path pays ~130 cycles per TMA whatever the box size (H200 pbench,
 // docs/PERFORMANCE.md): page 16 at hdim 128 is 32 TMAs per 128-key block against ~3150 cycles
-// of tensor-core work (0.54-0.59x of dense); page 32 (16 TMAs) ran 0.81x. So boxes under
-// kGatherBelowRows rows take the gather by default.
+// of tensor-core work (0.54-0.59x of dense). H100 pbench (2026-11-22 05:40, 4 x 8k, hdim 128,
+// vs dense, full / causal): page 16 tma 0.53 / 0.57, gather 0.56 / 0.59, lanes 0.63 / 0.67;
+// page 32 tma 0.78 / 0.82, lanes 0.82 / 0.85; page 48 lanes 0.62 vs gather 0.54; page 3 tma
+// 0.05, gather 0.53-0.55; page 100 gather 0.53-0.55 (TMA was 0.18). So boxes of 16+ rows
+// take the lanes and shorter boxes the gather.
 enum PagedMode : int { kPagedTma = 0, kPagedLanes = 1, kPagedGather = 2 };
-constexpr int kGatherBelowRows = 32;
+constexpr int kGatherBelowRows = 16;
 
 // Producer threads that run the schedule in a mode (thread 0 issues Q and the barriers' TMAs).
 LONGATTN_PAGE_FN int paged_team(int mode) { return mode == kPagedGather ? 128 : mode == kPagedLanes ? 32 : 1; }
 
-// The mode for boxes of 2^box_shift rows in a tile of block_n keys; `env` (may be null):
-// "tma" / "lanes" / "gather" forces one where boxes are shorter than the tile.
+// The mode for boxes of 2^box_shift rows in a tile of block_n keys, in a kernel with the team
+// modes (tile_size.h paged_team_ok; elsewhere kPagedTma); `env` (may be null): "tma" /
+// "lanes" / "gather" forces one where boxes are shorter than the tile.
 inline int paged_mode_for(int box_shift, int block_n, const char* env) {
   if ((1 << box_shift) >= block_n) return kPagedTma;
   if (env && !std::strcmp(env, "tma")) return kPagedTma;
   if (env && !std::strcmp(env, "lanes")) return kPagedLanes;
   if (env && !std::strcmp(env, "gather")) return kPagedGather;
-  return (1 << box_shift) < kGatherBelowRows ? kPagedGather : kPagedTma;
+  return (1 << box_shift) < kGatherBelowRows ? kPagedGather : kPagedLanes;
 }
 
 // Byte offset inside a K/V stage of 16-byte unit `unit` (columns 8 unit .. 8 unit + 7) of key
