@@ -1,11 +1,17 @@
 // A tiny C ABI over longattn::forward for the Python benchmark (loaded with ctypes): raw
 // device pointers of contiguous (batch, seq, heads, dim) tensors, a stream, shapes.
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
+#include "common/overrides.h"
 #include "longattn/longattn.h"
 
 namespace {
+// Overrides for the calls that follow (longattn_bench_set_overrides); default: the rules.
+longattn::detail::Overrides g_overrides;
+
 void copy_err(const longattn::Status& s, char* err, int err_len) {
   if (err && err_len > 0) {
     std::strncpy(err, s.message().c_str(), size_t(err_len - 1));
@@ -16,7 +22,7 @@ void copy_err(const longattn::Status& s, char* err, int err_len) {
 int run(longattn::Args& a, void* stream, char* err, int err_len) {
   a.backend = longattn::Backend::cuda;
   a.stream = stream;
-  const longattn::Status s = longattn::forward(a);
+  const longattn::Status s = longattn::detail::forward_with(a, g_overrides);
   if (s.ok()) return 0;
   copy_err(s, err, err_len);
   return 1;
@@ -24,6 +30,77 @@ int run(longattn::Args& a, void* stream, char* err, int err_len) {
 }  // namespace
 
 extern "C" {
+
+/// Sets the internal overrides (src/common/overrides.h) for every later call, from a spec of
+/// comma-separated key=value pairs; "" restores the shipped rules. Keys: tile
+/// (rule|full|causal|wide), sections (N; 0: one section), splits (N; 0: none), tile_list,
+/// dynamic, pack_gqa, softcap_fixed (rule|off|on), paged_fill (rule|tma|lanes|gather),
+/// paged_group_k, paged_group_v (0|1), rescale_threshold (float; 0: always rescale).
+/// Returns 0, or 1 with a message naming the bad key or value.
+int longattn_bench_set_overrides(const char* spec, char* err, int err_len) {
+  using namespace longattn::detail;
+  Overrides o;
+  std::string s = spec ? spec : "";
+  auto fail = [&](const std::string& what) {
+    copy_err(longattn::Status::Invalid("overrides: " + what), err, err_len);
+    return 1;
+  };
+  auto force = [](const std::string& v, Force* f) {
+    if (v == "rule") *f = Force::rule;
+    else if (v == "off" || v == "0") *f = Force::off;
+    else if (v == "on" || v == "1") *f = Force::on;
+    else return false;
+    return true;
+  };
+  size_t at = 0;
+  while (at < s.size()) {
+    size_t end = s.find(',', at);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(at, end - at);
+    at = end + 1;
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return fail("'" + item + "' is not key=value");
+    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    bool ok = true;
+    if (k == "tile") {
+      if (v == "rule") o.tile = DenseTile::rule;
+      else if (v == "full") o.tile = DenseTile::full;
+      else if (v == "causal") o.tile = DenseTile::causal;
+      else if (v == "wide") o.tile = DenseTile::wide;
+      else ok = false;
+    } else if (k == "sections") {
+      o.sections = std::atoll(v.c_str());
+    } else if (k == "splits") {
+      o.kv_splits = std::atoll(v.c_str());
+    } else if (k == "tile_list") {
+      ok = force(v, &o.tile_list);
+    } else if (k == "dynamic") {
+      ok = force(v, &o.dynamic);
+    } else if (k == "pack_gqa") {
+      ok = force(v, &o.pack_gqa);
+    } else if (k == "softcap_fixed") {
+      ok = force(v, &o.softcap_fixed);
+    } else if (k == "paged_fill") {
+      if (v == "rule") o.paged_fill = PagedFill::rule;
+      else if (v == "tma") o.paged_fill = PagedFill::tma;
+      else if (v == "lanes") o.paged_fill = PagedFill::lanes;
+      else if (v == "gather") o.paged_fill = PagedFill::gather;
+      else ok = false;
+    } else if (k == "paged_group_k") {
+      o.paged_group_k = v != "0";
+    } else if (k == "paged_group_v") {
+      o.paged_group_v = v != "0";
+    } else if (k == "rescale_threshold") {
+      o.rescale_threshold = std::strtof(v.c_str(), nullptr);
+    } else {
+      return fail("unknown key '" + k + "'");
+    }
+    if (!ok) return fail("bad value '" + v + "' for " + k);
+  }
+  g_overrides = o;
+  return 0;
+}
 
 int longattn_bench_forward_ex(void* q, void* k, void* v, void* out, void* lse, int dtype,
                               int64_t batch, int64_t seq_q, int64_t seq_k, int64_t heads_q,

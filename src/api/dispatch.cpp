@@ -1,5 +1,6 @@
 // Public entry points: validate once, then hand the normalized Problem to one backend.
 #include "api/check.h"
+#include "common/overrides.h"
 #include "common/problem.h"
 
 namespace longattn {
@@ -32,7 +33,9 @@ Status require_cuda_device(const Device& d) {
 
 }  // namespace
 
-Status forward(const Args& a) {
+Status forward(const Args& a) { return detail::forward_with(a, detail::Overrides{}); }
+
+Status detail::forward_with(const Args& a, const Overrides& ov) {
   detail::Problem p;
   LONGATTN_TRY(detail::build_problem(a, &p));
   switch (a.backend) {
@@ -44,13 +47,13 @@ Status forward(const Args& a) {
       return detail::cpu_forward(a, p);
     case Backend::cuda:
       LONGATTN_TRY(require_cuda(p.device));
-      return detail::cuda_forward(a, p);
+      return detail::cuda_forward(a, p, ov);
     case Backend::automatic:
       // Tensors decide: host memory goes to the CPU backend; device memory can only be
       // served by the CUDA backend, and only where one exists.
       if (p.device.kind == DeviceKind::cpu) return detail::cpu_forward(a, p);
       LONGATTN_TRY(require_cuda_device(p.device));
-      return detail::cuda_forward(a, p);
+      return detail::cuda_forward(a, p, ov);
   }
   return Status::Invalid("backend: unknown value " + std::to_string(int(a.backend)));
 }
@@ -79,7 +82,7 @@ Status combine(const CombineArgs& a) {
 // This build has no CUDA backend: the entry points exist so dispatch links, and say why.
 bool cuda_available() { return false; }
 namespace detail {
-Status cuda_forward(const Args&, const Problem&) {
+Status cuda_forward(const Args&, const Problem&, const Overrides&) {
   return Status::NotSupported("not supported: this build has no CUDA backend");
 }
 Status cuda_combine(const CombineArgs&) {

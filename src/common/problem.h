@@ -66,7 +66,8 @@ Status build_problem(const Args& a, Problem* prob);
 // Backend entry points. `a` is validated and `p` built from it.
 Status reference_forward(const Args& a, const Problem& p);
 Status cpu_forward(const Args& a, const Problem& p);
-Status cuda_forward(const Args& a, const Problem& p);  // returns NotSupported without CUDA
+struct Overrides;  // common/overrides.h
+Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov);  // NotSupported without CUDA
 
 Status reference_combine(const CombineArgs& a);
 Status cuda_combine(const CombineArgs& a);

@@ -1,0 +1,48 @@
+// Internal tuning overrides: what tests and the benchmark pass in to force a choice that a
+// backend otherwise makes by its own rules (tile shape, schedule, paged producer mode, ...).
+// A default-constructed Overrides means "the shipped rules" and is what longattn::forward
+// uses. No override changes which keys a query sees; each only changes the order or the
+// way of the work, so results agree within rounding (the schedule ones bit for bit; tests
+// check both). Not part of the public API: users get what ships; options they need are
+// Args fields.
+#pragma once
+
+#include <cstdint>
+
+#include "longattn/longattn.h"
+
+namespace longattn::detail {
+
+// A choice forced off or on, or left to the rule.
+enum class Force : int8_t { rule = -1, off = 0, on = 1 };
+
+// The dense CUDA kernel's tile (src/cuda/sm90/tile_size.h); `rule`: the table's choice.
+enum class DenseTile : int8_t {
+  rule = -1,
+  full = 0,    // the long non-causal tile (hdim 128: 128 x 176)
+  causal = 1,  // the causal tile (hdim 128: 128 x 128); also short non-causal prompts
+  wide = 2,    // hdim 128: 128 x 192 (non-causal, 2k..16k keys); elsewhere = full
+};
+
+// How the paged producer fills a K/V tile shorter than a page (src/cuda/sm90/paged_kv.cuh).
+enum class PagedFill : int8_t { rule = -1, tma = 0, lanes = 1, gather = 2 };
+
+struct Overrides {
+  // CUDA backend.
+  DenseTile tile = DenseTile::rule;       // dense kernels only
+  int64_t sections = -1;                  // (batch, head) pairs per L2 section; 0: one section of all; -1: rule
+  int64_t kv_splits = -1;                 // split-KV of dense batch-1 calls; 0 or 1: none; -1: rule
+  Force tile_list = Force::rule;          // ragged: the device tile list (on) or the padded grid (off)
+  Force dynamic = Force::rule;            // the atomic tile counter where compiled (on) or the static snake
+  Force pack_gqa = Force::rule;           // packed GQA tiles wherever the group allows (on) or never
+  Force softcap_fixed = Force::rule;      // softcap: fixed-max update where allowed (on) or the running max
+  PagedFill paged_fill = PagedFill::rule;  // paged pages shorter than the tile
+  bool paged_group_k = true;              // paged: grouped K stage where possible (one TMA per page box)
+  bool paged_group_v = true;              // paged: grouped V stage where possible
+  float rescale_threshold = 8.0f;         // lazy O rescale threshold, log2 units; <= 0: always rescale
+};
+
+// longattn::forward with overrides (tests, benchmark).
+Status forward_with(const Args& args, const Overrides& ov);
+
+}  // namespace longattn::detail
