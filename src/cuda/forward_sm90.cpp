@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/overrides.h"
 #include "common/problem.h"
 #include "cuda/device_guard.h"
 #include "cuda/ptx/tensor_map.h"
@@ -99,7 +100,7 @@ cudaError_t dispatch_dim(int64_t d, const LaunchArgs& la) {
 
 }  // namespace
 
-Status cuda_forward(const Args& a, const Problem& p) {
+Status cuda_forward(const Args& a, const Problem& p, const Overrides&) {
   // What the kernel cannot serve yet (issue 5 adds these).
   if (p.fp8) return not_yet("fp8 (e4m3) inputs");
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
