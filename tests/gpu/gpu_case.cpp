@@ -202,10 +202,11 @@ CheckResult run_case(const Shape& s, double atol) {
   a.mask.window_left = s.window_left;
   a.mask.window_right = s.window_right;
   a.mask.chunk_size = s.chunk;
+  a.l2_budget_bytes = s.l2_budget;
   a.softcap = s.softcap;
   if (s.sinks) a.sinks = host_view(dsink.p, DType::f32, {s.heads_q}, gpu);
   a.backend = s.automatic ? Backend::automatic : Backend::cuda;
-  r.status = forward(a);
+  r.status = detail::forward_with(a, s.ov);
   if (!r.status.ok()) {
     r.failure = "forward: " + r.status.message();
     return r;

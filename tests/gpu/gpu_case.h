@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "common/overrides.h"
 #include "longattn/longattn.h"
 
 namespace longattn::gputest {
@@ -33,8 +35,14 @@ struct Shape {
   // keys of sequences without queries) holds this value (NaN, Inf): it must not leak.
   float unread = 0.f;
   uint64_t seed = 1;
+  int64_t l2_budget = 0;  // Args::l2_budget_bytes (0: the device rule)
+  // Internal overrides (tile, schedule, paged mode, ...) the call runs with; default: the rules.
+  detail::Overrides ov;
   std::string name() const;
 };
+
+// gtest prints a parameter with this (readable names instead of a byte dump).
+inline void PrintTo(const Shape& s, std::ostream* os) { *os << s.name(); }
 
 // A dense shape (every other field at its default).
 inline Shape dense_shape(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, bool causal) {

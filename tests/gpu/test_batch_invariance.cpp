@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/overrides.h"
 #include "common/problem.h"
 #include "gpu_case.h"
 #include "longattn/longattn.h"
@@ -33,6 +34,7 @@ struct Config {
   bool causal = false, dense = false;  // dense: every sequence the same lengths, rank-4 tensors
   int64_t window_left = -1;
   int64_t l2_budget = 0;  // Args::l2_budget_bytes
+  detail::Overrides ov;   // schedule overrides (sections, tile list, dynamic counter)
 };
 
 // X's rows of one call: output bytes (lq x heads_q x dim, bf16) and LSE (heads_q x lq).
@@ -126,7 +128,7 @@ Rows run_batch(const Config& c, const std::vector<Seq>& seqs, size_t which) {
   a.mask.window_left = c.window_left;
   a.l2_budget_bytes = c.l2_budget;
   a.backend = Backend::cuda;
-  const Status st = forward(a);
+  const Status st = detail::forward_with(a, c.ov);
   if (!st.ok()) {
     r.failure = "forward: " + st.message();
     return r;
@@ -170,12 +172,6 @@ class GpuBatchInvariance : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!cuda_available()) GTEST_SKIP() << "no sm_90 device";
-  }
-  void TearDown() override {
-    unsetenv("LONGATTN_SECTIONS");
-    unsetenv("LONGATTN_TILE_LIST");
-    unsetenv("LONGATTN_L2_BYTES");
-    unsetenv("LONGATTN_DYNAMIC");
   }
 };
 
@@ -240,15 +236,29 @@ TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
     const auto& b = is_dense ? db : rb;
     const size_t which = 1;
     const Rows base = run_batch(c, b, which);
-    const char* env[][2] = {{"LONGATTN_SECTIONS", "0"}, {"LONGATTN_SECTIONS", "1"}, {"LONGATTN_SECTIONS", "5"},
-                            {"LONGATTN_L2_BYTES", "65536"}, {"LONGATTN_TILE_LIST", "0"},
-                            {"LONGATTN_DYNAMIC", "1"}};
-    for (auto& kv : env) {
-      setenv(kv[0], kv[1], 1);
-      expect_same(base, run_batch(c, b, which),
-                  std::string(is_dense ? "dense " : "ragged ") + kv[0] + "=" + kv[1]);
-      unsetenv(kv[0]);
+    struct Variant {
+      const char* name;
+      Config c;
+    };
+    std::vector<Variant> variants;
+    for (int64_t n : {0, 1, 5}) {
+      Config v = c;
+      v.ov.sections = n;
+      variants.push_back({n == 0 ? "sections=0" : n == 1 ? "sections=1" : "sections=5", v});
     }
+    {
+      Config v = c;
+      v.l2_budget = 65536;
+      variants.push_back({"l2_budget_bytes=65536", v});
+      v = c;
+      v.ov.tile_list = detail::Force::off;
+      variants.push_back({"tile_list=off", v});
+      v = c;
+      v.ov.dynamic = detail::Force::on;
+      variants.push_back({"dynamic=on", v});
+    }
+    for (const Variant& v : variants)
+      expect_same(base, run_batch(v.c, b, which), std::string(is_dense ? "dense " : "ragged ") + v.name);
     Config small = c;  // the Args budget: a tiny one gives the smallest sections
     small.l2_budget = 1 << 16;
     expect_same(base, run_batch(small, b, which), std::string(is_dense ? "dense" : "ragged") + " l2_budget_bytes");
@@ -257,12 +267,12 @@ TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
   Config full;
   full.dense = true;
   const Rows base = run_batch(full, db, 2);
-  setenv("LONGATTN_SECTIONS", "0", 1);
-  expect_same(base, run_batch(full, db, 2), "dense full LONGATTN_SECTIONS=0");
+  full.ov.sections = 0;
+  expect_same(base, run_batch(full, db, 2), "dense full sections=0");
 }
 
 // Both assignment paths against the float64 reference (oracle rule, poisoned outputs): the
-// dynamic counter (LONGATTN_DYNAMIC=1; compiled into hdim-64 ragged, hdim-128 causal /
+// dynamic counter (Overrides::dynamic on; compiled into hdim-64 ragged, hdim-128 causal /
 // features / ragged; used with more than two rounds of tiles) and the static snake, on causal, windowed and
 // ragged shapes, GQA, and a tiny L2 budget (many small sections); hdim 64 dense and 256 run
 // the static snake either way.
@@ -289,14 +299,14 @@ TEST_F(GpuBatchInvariance, StaticAndDynamicAssignmentMatchReference) {
     s.seed = 31 + uint64_t(d);
     shapes.push_back(s);
   }
-  for (const char* dyn : {"1", "0"})
-    for (const char* l2 : {"", "65536"}) {
-      setenv("LONGATTN_DYNAMIC", dyn, 1);
-      setenv("LONGATTN_L2_BYTES", l2, 1);
-      for (const Shape& s : shapes) {
+  for (bool dyn : {true, false})
+    for (int64_t l2 : {0, 65536}) {
+      for (Shape s : shapes) {
+        s.ov.dynamic = dyn ? detail::Force::on : detail::Force::off;
+        s.l2_budget = l2;
         const gputest::CheckResult r = gputest::run_case(s);
-        EXPECT_TRUE(r.failure.empty()) << s.name() << " LONGATTN_DYNAMIC=" << dyn << " LONGATTN_L2_BYTES=" << l2
-                                       << ": " << r.failure;
+        EXPECT_TRUE(r.failure.empty()) << s.name() << " dynamic=" << dyn << " l2_budget_bytes=" << l2 << ": "
+                                       << r.failure;
       }
     }
 }
@@ -327,11 +337,11 @@ TEST_F(GpuBatchInvariance, ManySmallTiles) {
   Shape ragged64 = ragged;  // the hdim-64 ragged kernel (128 x 128, dynamic compiled in)
   ragged64.dim = 64;
   ragged64.seed = 10;
-  for (const char* dyn : {"1", "0"}) {
-    setenv("LONGATTN_DYNAMIC", dyn, 1);
-    for (const Shape& s : {dense, ragged, ragged64}) {
+  for (bool dyn : {true, false}) {
+    for (Shape s : {dense, ragged, ragged64}) {
+      s.ov.dynamic = dyn ? detail::Force::on : detail::Force::off;
       const gputest::CheckResult r = gputest::run_case(s);
-      EXPECT_TRUE(r.failure.empty()) << s.name() << " LONGATTN_DYNAMIC=" << dyn << ": " << r.failure;
+      EXPECT_TRUE(r.failure.empty()) << s.name() << " dynamic=" << dyn << ": " << r.failure;
     }
   }
 }
@@ -352,10 +362,10 @@ TEST_F(GpuBatchInvariance, OneLongAmongManyTiny) {
     s.lens_q.push_back(n);
     s.lens_k.push_back(n);
   }
-  for (const char* list : {"1", "0"}) {
-    setenv("LONGATTN_TILE_LIST", list, 1);
+  for (bool list : {true, false}) {
+    s.ov.tile_list = list ? detail::Force::on : detail::Force::off;
     const gputest::CheckResult r = gputest::run_case(s);
-    EXPECT_TRUE(r.failure.empty()) << s.name() << " LONGATTN_TILE_LIST=" << list << ": " << r.failure;
+    EXPECT_TRUE(r.failure.empty()) << s.name() << " tile_list=" << list << ": " << r.failure;
   }
 }
 

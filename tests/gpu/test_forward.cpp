@@ -342,25 +342,23 @@ TEST(GpuForwardDeterminism, SameInputsSameBits) {
 // not divide the pair count must still cover every tile exactly once (poisoned outputs).
 TEST(GpuForwardSchedule, CausalSectionsCoverEveryTile) {
   if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
-  for (const char* n : {"3", "1", "0"}) {
-    setenv("LONGATTN_SECTIONS", n, 1);
+  for (int64_t n : {3, 1, 0}) {
     Shape s = S(3, 700, 900, 5, 1, 128, true);
     s.rows_per_head = 16;
+    s.ov.sections = n;
     CheckResult r = run_case(s);
     EXPECT_TRUE(r.failure.empty()) << "sections " << n << ": " << r.failure;
   }
-  unsetenv("LONGATTN_SECTIONS");
 }
 
-// Every softcap mode (cuda/sm90/softcap_mode.h, LONGATTN_SOFTCAP_MODE) against the reference.
-// The fused / fixed modes cap inside the softmax on blocks without an element mask and take
-// the split order on masked ones, so the cases mix both: causal and windowed tiles, rows that
-// see no key (top-left window; output 0, LSE = -inf or the sink), sinks, a saturated tanh
+// Both softcap modes (cuda/sm90/softcap_mode.h: fixed max by default, forced off = the running
+// max) against the reference. Both cap inside the softmax on blocks without an element mask
+// and before the mask on masked ones, so the cases mix both: causal and windowed tiles, rows
+// that see no key (top-left window; output 0, LSE = -inf or the sink), sinks, a saturated tanh
 // (scale 1: raw logits of tens), f16 -> f32 and cap > 52 (fixed falls back to fused), sinks
-// far above every logit (fixed: m0 = the sink), the three head dims (fixed8 / fixedx(8) / fixedh /
-// fixed8h / fused8 compile at hdim 128 and run as fixed / fused elsewhere; fixed runs as fused on
-// the three-warpgroup hdim-64 tile), and the hdim-64 cases again on the two-warpgroup tile
-// (LONGATTN_SOFTCAP_2WG=1), where every mode compiles.
+// far above every logit (fixed: m0 = the sink), the three head dims (fixed runs as fused on the
+// three-warpgroup hdim-64 tile), and the hdim-64 cases again through the ragged kernel's
+// two-warpgroup tile (seqused_k set), where the fixed max compiles.
 TEST(GpuForwardSoftcap, EveryMode) {
   if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
   std::vector<Shape> cases;
@@ -396,28 +394,28 @@ TEST(GpuForwardSoftcap, EveryMode) {
   cases.push_back(cap(sinks(F(1, 333, 555, 4, 1, 256, false)), 10.f));
   // hdim 64 non-causal with sinks, cap 30 (the bench's shape kind): odd lengths, two batches.
   cases.push_back(cap(sinks(F(2, 449, 647, 4, 2, 64, false)), 30.f));
-  // The hdim-64 cases again on the two-warpgroup ragged tile (LONGATTN_SOFTCAP_2WG=1), where
-  // the fixed-max and FMA-pipe modes compile at hdim 64.
+  // The hdim-64 cases again on the ragged kernel's two-warpgroup tile (seqused_k = every
+  // sequence's full length: the same keys), where the fixed max compiles at hdim 64.
   const size_t n_plain = cases.size();
   for (size_t i = 0; i < n_plain; ++i)
-    if (cases[i].dim == 64) cases.push_back(cases[i]);
-  for (const char* mode : {"split", "fused", "fixed", "fixed8", "fixedx", "fixedx8", "fixedh", "fixed8h", "fused8",
-                           "fixed4h", "fixed12h"}) {
-    setenv("LONGATTN_SOFTCAP_MODE", mode, 1);
+    if (cases[i].dim == 64) {
+      Shape s = cases[i];
+      s.used_k.assign(size_t(s.batch), int32_t(s.seq_k));
+      cases.push_back(s);
+    }
+  for (bool fixed : {true, false}) {
     for (size_t i = 0; i < cases.size(); ++i) {
       Shape s = cases[i];
-      const bool two_wg = i >= n_plain;
-      if (two_wg) setenv("LONGATTN_SOFTCAP_2WG", "1", 1);
+      s.ov.softcap_fixed = fixed ? detail::Force::rule : detail::Force::off;
       s.seed += 77;
       s.rows_per_head = 24;
       CheckResult r = run_case(s, atol_for(s));
-      unsetenv("LONGATTN_SOFTCAP_2WG");
-      printf("%-7s %-48s%s err %.2e naive %.2e lse %.2e (naive %.2e)\n", mode, s.name().c_str(),
-             two_wg ? " 2wg" : "", r.max_err, r.naive_err, r.lse_err, r.lse_naive);
-      EXPECT_TRUE(r.failure.empty()) << mode << " " << s.name() << (two_wg ? " 2wg" : "") << ": " << r.failure;
+      const char* mode = fixed ? "fixed" : "fused";
+      printf("%-7s %-48s err %.2e naive %.2e lse %.2e (naive %.2e)\n", mode, s.name().c_str(), r.max_err,
+             r.naive_err, r.lse_err, r.lse_naive);
+      EXPECT_TRUE(r.failure.empty()) << mode << " " << s.name() << ": " << r.failure;
     }
   }
-  unsetenv("LONGATTN_SOFTCAP_MODE");
 }
 
 // What the kernel cannot serve yet is refused by name, and nothing is written.

@@ -38,6 +38,7 @@ int check(const MCase& c) {
   p.window_left = c.wl < 0 ? -1 : std::min(c.wl, span);
   p.window_right = c.wr < 0 ? -1 : std::min(c.wr, span);
   p.chunk = c.chunk > 0 ? int32_t(std::min(c.chunk, span)) : 0;
+  if (p.chunk > 0) p.chunk_bias = int32_t((c.seq_q + p.chunk - 1) / p.chunk * p.chunk);
   const int64_t off = p.causal_offset;
   int errors = 0;
   auto fail = [&](const char* what, int64_t mb, int64_t row, int64_t key) {

@@ -2,10 +2,10 @@
 // kPack): short seq_q x odd seq_k, groups 2 / 4 / 8 and MQA (16 / 1), head dims 64 / 128 /
 // 256, causal in both alignments, windows, chunks, no mask, sinks, softcap, LSE, fp32 output,
 // ragged q / k with zero-length sequences, seqused_k, paged K/V, strided rows. Every case
-// runs with LONGATTN_PACK_GQA=1 (packed wherever the kernel can: g a power of two) against
+// runs with Overrides::pack_gqa on (packed wherever the kernel can: g a power of two) against
 // the float64 reference under the oracle rule on every row, outputs poisoned first; keys no
 // output reads hold NaN / Inf. PackedVsUnpacked runs the same inputs packed and unpacked
-// (LONGATTN_PACK_GQA=0) and bounds their difference by the two oracle bounds.
+// (pack_gqa off) and bounds their difference by the two oracle bounds.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "device_case.h"
+#include "common/overrides.h"
 #include "gpu_case.h"
 #include "support/testing.h"
 
@@ -28,23 +29,12 @@ using gputest::to_device;
 using testing::Case;
 using testing::CaseSpec;
 
-// LONGATTN_PACK_GQA for one scope (the host reads it on every forward call).
-struct PackEnv {
-  std::string old;
-  bool had;
-  explicit PackEnv(const char* v) {
-    const char* e = std::getenv("LONGATTN_PACK_GQA");
-    had = e != nullptr;
-    if (had) old = e;
-    setenv("LONGATTN_PACK_GQA", v, 1);
-  }
-  ~PackEnv() {
-    if (had)
-      setenv("LONGATTN_PACK_GQA", old.c_str(), 1);
-    else
-      unsetenv("LONGATTN_PACK_GQA");
-  }
-};
+// Packed GQA forced on / off (the rule otherwise decides; pack_gqa.h).
+detail::Overrides packed(bool on) {
+  detail::Overrides o;
+  o.pack_gqa = on ? detail::Force::on : detail::Force::off;
+  return o;
+}
 
 CaseSpec G(int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, uint64_t seed) {
   CaseSpec s;
@@ -145,9 +135,9 @@ std::vector<CaseSpec> pack_cases() {
 }
 
 // Runs `d` on the device and checks it; the returned result carries the oracle bound.
-testing::OracleResult run_checked(Case& c, DeviceCase& d, const CaseSpec& s) {
+testing::OracleResult run_checked(Case& c, DeviceCase& d, const CaseSpec& s, const detail::Overrides& ov) {
   testing::OracleResult r;
-  Status st = forward(d.args);
+  Status st = detail::forward_with(d.args, ov);
   if (!st.ok()) {
     r.failure = "forward: " + st.message();
     return r;
@@ -169,8 +159,7 @@ TEST_P(GpuPackGqa, MatchesReference) {
   Case c = testing::make_case(s);
   gputest::poison_unread_kv(c.args, s.seed % 2 ? INFINITY : NAN);
   DeviceCase d = to_device(c);
-  PackEnv on("1");
-  testing::OracleResult r = run_checked(c, d, s);
+  testing::OracleResult r = run_checked(c, d, s, packed(true));
   printf("%-64s err %.2e naive %.2e lse %.2e\n", testing::describe(s).c_str(), r.max_err, r.naive_err, r.lse_err);
   EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << ": " << r.failure;
 }
@@ -212,18 +201,12 @@ TEST(GpuPackGqaAB, PackedVsUnpacked) {
     Case c = testing::make_case(sp);
     DeviceCase d = to_device(c);
     testing::OracleResult r1, r0;
-    {
-      PackEnv on("1");
-      r1 = run_checked(c, d, sp);
-    }
+    r1 = run_checked(c, d, sp, packed(true));
     testing::HostTensor o1 = c.out, l1 = c.lse;
     // Poison the device outputs again (NaN bytes) before the unpacked run.
     ASSERT_EQ(cudaMemset(d.bufs[3].get(), 0xff, c.out.bytes.size()), cudaSuccess);
     if (c.lse.t.data) ASSERT_EQ(cudaMemset(d.bufs[4].get(), 0xff, c.lse.bytes.size()), cudaSuccess);
-    {
-      PackEnv off("0");
-      r0 = run_checked(c, d, sp);
-    }
+    r0 = run_checked(c, d, sp, packed(false));
     EXPECT_TRUE(r1.failure.empty()) << "packed " << testing::describe(sp) << ": " << r1.failure;
     EXPECT_TRUE(r0.failure.empty()) << "unpacked " << testing::describe(sp) << ": " << r0.failure;
     double diff = 0, ldiff = 0;

@@ -137,40 +137,36 @@ TEST(PageMath, KvStepsFollowTheConsumersOrder) {
 
 // The dense kernel's tile rule for hdim 128 non-causal: 128 x 128 up to 2k keys, 128 x 192
 // to 16k, then 128 x 176; causal and other head dims: the table.
-TEST(TileSize, DefaultVariantRule) {
-  EXPECT_EQ(default_variant(128, false, 1024), 1);
-  EXPECT_EQ(default_variant(128, false, 2048), 1);
-  EXPECT_EQ(default_variant(128, false, 2049), 2);
-  EXPECT_EQ(default_variant(128, false, 16384), 2);
-  EXPECT_EQ(default_variant(128, false, 16385), 0);
-  EXPECT_EQ(default_variant(128, true, 8192), 0);
-  EXPECT_EQ(default_variant(64, false, 8192), 0);
-  EXPECT_EQ(default_variant(256, false, 8192), 0);
-  EXPECT_EQ(default_variant(96, false, 8192), 2);
-  EXPECT_TRUE(tile_config(128, false, 2) == (TileConfig{128, 192, 2, 2, 24, 240, 1, false}));
+TEST(TileSize, DenseKernelRule) {
+  EXPECT_EQ(dense_kernel(128, false, 1024), Kernel::dense_causal);
+  EXPECT_EQ(dense_kernel(128, false, 2048), Kernel::dense_causal);
+  EXPECT_EQ(dense_kernel(128, false, 2049), Kernel::dense_wide);
+  EXPECT_EQ(dense_kernel(128, false, 16384), Kernel::dense_wide);
+  EXPECT_EQ(dense_kernel(128, false, 16385), Kernel::dense);
+  EXPECT_EQ(dense_kernel(128, true, 8192), Kernel::dense_causal);
+  EXPECT_EQ(dense_kernel(64, false, 8192), Kernel::dense);
+  EXPECT_EQ(dense_kernel(256, false, 8192), Kernel::dense);
+  EXPECT_EQ(dense_kernel(96, false, 8192), Kernel::dense_wide);
+  EXPECT_TRUE(kernel_tile(Kernel::dense_wide, 128, 128) == (TileConfig{128, 192, 2, 2, 24, 240, 1, false}));
+  EXPECT_TRUE(kernel_tile(Kernel::dense_wide, 64, 64) == kernel_tile(Kernel::dense, 64, 64));
+  EXPECT_TRUE(kernel_tile(Kernel::dense_causal, 256, 256) == kernel_tile(Kernel::dense, 256, 256));
+  EXPECT_TRUE(kernel_tile(Kernel::feature, 128, 128) == kernel_tile(Kernel::dense_causal, 128, 128));
 }
 
 // Mode rule: tile-multiple pages always take one TMA per tile; boxes under 16 rows gather by
-// default, longer ones shorter than the tile take the lanes; LONGATTN_PAGED_MODE forces a
-// mode only where boxes are shorter than the tile.
+// default, longer ones shorter than the tile take the lanes (Overrides::paged_fill forces a
+// mode only where boxes are shorter than the tile: plan.cpp).
 TEST(PageMath, PagedModeRule) {
-  EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, nullptr), kPagedLanes);
-  EXPECT_EQ(paged_mode_for(box_shift_for(48, 128), 128, nullptr), kPagedLanes);  // 16-row boxes
-  EXPECT_EQ(paged_mode_for(box_shift_for(8, 128), 128, nullptr), kPagedGather);
-  EXPECT_EQ(paged_mode_for(box_shift_for(3, 128), 128, nullptr), kPagedGather);
-  EXPECT_EQ(paged_mode_for(box_shift_for(100, 64), 64, nullptr), kPagedGather);
-  EXPECT_EQ(paged_mode_for(box_shift_for(24, 128), 128, nullptr), kPagedGather);  // 8-row boxes
-  EXPECT_EQ(paged_mode_for(box_shift_for(32, 128), 128, nullptr), kPagedLanes);
-  EXPECT_EQ(paged_mode_for(box_shift_for(64, 128), 128, nullptr), kPagedLanes);
-  EXPECT_EQ(paged_mode_for(box_shift_for(128, 128), 128, nullptr), kPagedTma);
-  EXPECT_EQ(paged_mode_for(box_shift_for(384, 128), 128, nullptr), kPagedTma);
-  EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, "tma"), kPagedTma);
-  EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, "lanes"), kPagedLanes);
-  EXPECT_EQ(paged_mode_for(box_shift_for(32, 128), 128, "gather"), kPagedGather);
-  EXPECT_EQ(paged_mode_for(box_shift_for(256, 128), 128, "gather"), kPagedTma);
-  EXPECT_EQ(paged_mode_for(box_shift_for(64, 64), 64, "lanes"), kPagedTma);
-  EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128, "bogus"), kPagedLanes);
-  EXPECT_EQ(paged_mode_for(box_shift_for(3, 128), 128, "bogus"), kPagedGather);
+  EXPECT_EQ(paged_mode_for(box_shift_for(16, 128), 128), kPagedLanes);
+  EXPECT_EQ(paged_mode_for(box_shift_for(48, 128), 128), kPagedLanes);  // 16-row boxes
+  EXPECT_EQ(paged_mode_for(box_shift_for(8, 128), 128), kPagedGather);
+  EXPECT_EQ(paged_mode_for(box_shift_for(3, 128), 128), kPagedGather);
+  EXPECT_EQ(paged_mode_for(box_shift_for(100, 64), 64), kPagedGather);
+  EXPECT_EQ(paged_mode_for(box_shift_for(24, 128), 128), kPagedGather);  // 8-row boxes
+  EXPECT_EQ(paged_mode_for(box_shift_for(32, 128), 128), kPagedLanes);
+  EXPECT_EQ(paged_mode_for(box_shift_for(64, 128), 128), kPagedLanes);
+  EXPECT_EQ(paged_mode_for(box_shift_for(128, 128), 128), kPagedTma);
+  EXPECT_EQ(paged_mode_for(box_shift_for(384, 128), 128), kPagedTma);
   // The team modes are compiled where the paged producer has 56 registers: not hdim 256.
   EXPECT_TRUE(paged_team_ok(paged_tile(64)));
   EXPECT_TRUE(paged_tile(128) == (TileConfig{128, 128, 2, 2, 56, 224, 2}));

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/overrides.h"
 #include "cuda/sm90/page_math.h"
 #include "cuda/sm90/tile_size.h"
 #include "device_case.h"
@@ -118,7 +119,7 @@ std::vector<CaseSpec> paged_cases() {
 
 class GpuPaged : public ::testing::TestWithParam<CaseSpec> {};
 
-void check_paged(const CaseSpec& s) {
+void check_paged(const CaseSpec& s, const detail::Overrides& ov = {}) {
   Case c = testing::make_case(s);
   // Keys no output reads (rows past seqused_k in a sequence's pages, the last page's tail,
   // spare pages) hold NaN (Inf for odd seeds): a sequence's last K/V tile fetches some of
@@ -126,7 +127,7 @@ void check_paged(const CaseSpec& s) {
   ASSERT_GT(gputest::poison_unread_kv(c.args, s.seed % 2 ? INFINITY : NAN), 0);
   DeviceCase d = to_device(c);
   ASSERT_EQ(d.bufs.size() > 0, true);
-  Status st = forward(d.args);
+  Status st = detail::forward_with(d.args, ov);
   const int block_n = cuda::sm90::paged_tile(int(s.dim_qk), int(s.dim_v)).block_n;
   if (cuda::sm90::box_shift_for(s.page_size, block_n) < cuda::sm90::kMinBoxShift) {
     // Page sizes the build refuses (page_math.h kMinBoxShift): named, nothing written.
@@ -152,8 +153,7 @@ TEST_P(GpuPaged, MatchesReference) {
   check_paged(GetParam());
 }
 
-// Grouped V (the default; here forced with LONGATTN_PAGED_VGROUP=1 and LONGATTN_PAGED_MODE=tma,
-// then lanes): V boxes of 16 .. block_n / 2 rows carry every 64-column chunk into the grouped V layout (params.h v_group_shift, gemm_pv). Pages
+// Grouped V (the default; here with the producer mode forced to tma, then lanes): V boxes of 16 .. block_n / 2 rows carry every 64-column chunk into the grouped V layout (params.h v_group_shift, gemm_pv). Pages
 // giving such boxes at every head dim (hdim 256: block_n 64), with seqused_k, ragged q,
 // windows, sinks, softcap, 192 / 128, and sizes the switch leaves alone (3, 24, 128).
 std::vector<CaseSpec> vgroup_cases() {
@@ -185,29 +185,27 @@ std::vector<CaseSpec> vgroup_cases() {
 
 class GpuPagedVGroup : public ::testing::TestWithParam<CaseSpec> {};
 
-// check_paged with the grouped V layout forced on and the producer mode `mode`.
-void check_vgroup(const CaseSpec& c, const char* mode) {
-  setenv("LONGATTN_PAGED_VGROUP", "1", 1);
-  setenv("LONGATTN_PAGED_MODE", mode, 1);
-  check_paged(c);
-  unsetenv("LONGATTN_PAGED_MODE");
-  unsetenv("LONGATTN_PAGED_VGROUP");
+// check_paged with the producer mode `fill` (grouped layouts where they apply).
+void check_vgroup(const CaseSpec& c, detail::PagedFill fill) {
+  detail::Overrides ov;
+  ov.paged_fill = fill;
+  check_paged(c, ov);
 }
 
 // The grouped layout made by one thread's TMA boxes (the gather, default below 16-row boxes,
 // fills the plain tile and turns it off).
 TEST_P(GpuPagedVGroup, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
-  check_vgroup(GetParam(), "tma");
+  check_vgroup(GetParam(), detail::PagedFill::tma);
 }
 
 // The grouped layouts from the lanes' TMAs.
 TEST_P(GpuPagedVGroup, MatchesReferenceLanes) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
-  check_vgroup(GetParam(), "lanes");
+  check_vgroup(GetParam(), detail::PagedFill::lanes);
 }
 
-// The paged producer modes (page_math.h PagedMode), each forced with LONGATTN_PAGED_MODE:
+// The paged producer modes (page_math.h PagedMode), each forced (Overrides::paged_fill):
 // tma (one thread's TMA boxes), lanes (the producer warp's lanes issue the boxes), gather
 // (cp.async by the producer warpgroup into the swizzled tile; the default for boxes under 16
 // rows). Page 16 at every
@@ -216,9 +214,9 @@ TEST_P(GpuPagedVGroup, MatchesReferenceLanes) {
 // padded (non-contiguous) K / V rows, f16 -> f32 with sinks / softcap / window, chunks,
 // 192 / 128, pages 1, 3, 24, 32, 48, 64, 100 and 200 (boxes of 1..64 rows), and a single
 // key block per sequence. Every unread K / V row is NaN / Inf (check_paged).
-// The tma cases run with the plain K and V layouts (LONGATTN_PAGED_VGROUP=0), the lanes cases
-// with grouped V and plain K (LONGATTN_PAGED_KGROUP=0), the others with the default (grouped
-// K and V where they take TMA boxes of 16+ rows).
+// The tma cases run with the plain K and V layouts (paged_group_v off), the lanes cases with
+// grouped V and plain K (paged_group_k off), the others with the default (grouped K and V
+// where they take TMA boxes of 16+ rows).
 struct ModeCase {
   CaseSpec s;
   const char* mode;
@@ -269,17 +267,19 @@ std::vector<ModeCase> mode_cases() {
   return out;
 }
 
+void PrintTo(const ModeCase& c, std::ostream* os) { *os << c.mode << " " << testing::describe(c.s); }
+
 class GpuPagedMode : public ::testing::TestWithParam<ModeCase> {};
 
 TEST_P(GpuPagedMode, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
-  setenv("LONGATTN_PAGED_MODE", GetParam().mode, 1);
-  if (std::string(GetParam().mode) == "tma") setenv("LONGATTN_PAGED_VGROUP", "0", 1);
-  if (std::string(GetParam().mode) == "lanes") setenv("LONGATTN_PAGED_KGROUP", "0", 1);
-  check_paged(GetParam().s);
-  unsetenv("LONGATTN_PAGED_MODE");
-  unsetenv("LONGATTN_PAGED_VGROUP");
-  unsetenv("LONGATTN_PAGED_KGROUP");
+  const std::string mode = GetParam().mode;
+  detail::Overrides ov;
+  ov.paged_fill = mode == "tma" ? detail::PagedFill::tma : mode == "lanes" ? detail::PagedFill::lanes
+                                                                            : detail::PagedFill::gather;
+  if (mode == "tma") ov.paged_group_v = false;
+  if (mode == "lanes") ov.paged_group_k = false;
+  check_paged(GetParam().s, ov);
 }
 
 std::string spec_name(const ::testing::TestParamInfo<CaseSpec>& i) {

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "cuda/ptx/tensor_map.h"
-#include "cuda/sm90/mainloop.cuh"
+#include "cuda/ptx/sync.cuh"
+#include "cuda/ptx/tma.cuh"
+#include "cuda/sm90/gemm.cuh"
 
 namespace longattn::cuda {
 namespace {

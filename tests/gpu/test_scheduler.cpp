@@ -133,13 +133,13 @@ TEST(TileScheduler, RandomShapesEveryTileOnce) {
     cs.budget = budget;
     cs.bound = 1.3;
     check(cs);
-    cs.section = 1 + int64_t(rng() % pairs);  // forced (LONGATTN_SECTIONS=N): coverage only
+    cs.section = 1 + int64_t(rng() % pairs);  // forced (Overrides::sections = N): coverage only
     check(cs);
     if (causal) check({batch, heads, nm, grid_req, 0, true, false});
   }
 }
 
-// Sections off (LONGATTN_SECTIONS=0, one section of all pairs) is a different order for
+// Sections off (Overrides::sections = 0, one section of all pairs) is a different order for
 // non-causal problems: heads fastest instead of q-blocks fastest.
 TEST(TileScheduler, NonCausalSectionsOffIsHeadsFastest) {
   FwdParams p;
@@ -166,7 +166,7 @@ TEST(TileScheduler, NonCausalSectionsOffIsHeadsFastest) {
 // Dynamic assignment (scheduler.cuh DynamicTiles) hands ids in id order to whichever CTA is
 // free first. Simulated with tile cost = key blocks + 1 (Q load, epilogue): its makespan
 // against the static snake's and the ideal (total / grid), on the issue-6 shapes. This is
-// the model behind "what it should be worth"; the device measures it (LONGATTN_DYNAMIC=0).
+// the model behind "what it should be worth"; the device measures it (Overrides::dynamic off).
 double dynamic_makespan(const FwdParams& p, int64_t grid, const std::vector<int64_t>& cost_of_tile) {
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> free_at;
   for (int64_t c = 0; c < grid; ++c) free_at.push(0);
@@ -260,37 +260,6 @@ RaggedLens random_ragged(std::mt19937_64& rng, int32_t batch) {
   return r;
 }
 
-// The ragged tile list, built on the host the way tile_list_kernel builds it (buckets from
-// the same functions; stable order where the kernel's order of equal costs is arbitrary):
-// (b, h, m, 0) tiles in a buffer of capacity x heads entries, items in chunks of `chunk`
-// with heads slower than items inside a chunk, then `pad` entries of b = -1, the rest
-// poisoned (a read there is a failure).
-template <int kM, int kN>
-std::vector<int32_t> host_tile_list(const FwdParams& p, int32_t capacity, int32_t pad, int32_t chunk) {
-  std::vector<std::tuple<int32_t, int32_t, int32_t>> keyed;  // (bucket, b, m)
-  for (int32_t b = 0; b < int32_t(p.batch); ++b) {
-    const SeqCoord sc = seq_coord(p, b);
-    for (int32_t m = 0; m < live_m_blocks<kM>(p, sc); ++m) keyed.push_back({tile_list_bucket<kM, kN>(p, m, sc), b, m});
-  }
-  std::stable_sort(keyed.begin(), keyed.end(),
-                   [](auto& x, auto& y) { return std::get<0>(x) < std::get<0>(y); });
-  const int32_t nh = int32_t(p.heads_q), live = std::min<int32_t>(int32_t(keyed.size()), capacity);
-  std::vector<int32_t> list(size_t(4) * size_t(capacity) * size_t(nh), 1 << 30);  // poison
-  for (int32_t pos = 0; pos < live; ++pos) {
-    const int32_t c0 = pos / chunk * chunk, size = std::min(chunk, live - c0);
-    for (int32_t h = 0; h < nh; ++h) {
-      const size_t at = 4 * (size_t(c0) * size_t(nh) + size_t(h) * size_t(size) + size_t(pos - c0));
-      list[at] = std::get<1>(keyed[size_t(pos)]);
-      list[at + 1] = h;
-      list[at + 2] = std::get<2>(keyed[size_t(pos)]);
-      list[at + 3] = 0;
-    }
-  }
-  for (int64_t i = int64_t(live) * nh; i < std::min<int64_t>(int64_t(capacity) * nh, int64_t(live) * nh + pad); ++i)
-    list[size_t(4 * i)] = -1;
-  return list;
-}
-
 // The sequence-major list (tile_list_seq_kernel) on the host: sequences by the bucket of their
 // heaviest q-block (stable where the kernel's order of equal keys is arbitrary), each
 // sequence's n x heads tiles in seq_major_tile order; then `pad` entries of b = -1, the rest
@@ -341,98 +310,6 @@ TEST(TileScheduler, SeqMajorTileIndexIsABijection) {
           prev_hk = h / group;
         }
       }
-}
-
-TEST(TileScheduler, RaggedTileListEveryLiveTileOnceHeaviestFirst) {
-  constexpr int kM = 128, kN = 128;
-  std::mt19937_64 rng(5);
-  for (int it = 0; it < 120; ++it) {
-    const int32_t batch = 1 + int32_t(rng() % 40), heads = 1 + int32_t(rng() % 8);
-    const RaggedLens lens = random_ragged(rng, batch);
-    const std::vector<int32_t> &cq = lens.cq, &ck = lens.ck;
-    const int32_t max_q = lens.max_q, max_k = lens.max_k;
-    if (max_q == 0) continue;
-    FwdParams p;
-    p.batch = batch;
-    p.heads_q = heads;
-    p.seq_q = max_q;
-    p.seq_k = max_k;
-    p.num_m_blocks = (max_q + kM - 1) / kM;
-    p.num_tiles = p.num_m_blocks * heads * batch;
-    p.causal = rng() % 3 != 0;
-    p.offset_per_seq = rng() % 4 != 0;
-    if (rng() % 4 == 0) p.window_left = int64_t(rng() % 1000);
-    p.cu_seqlens_q = cq.data();
-    p.cu_seqlens_k = ck.data();
-    // The launch (launch_impl.cuh): capacity = the host bound, tile space (items x heads).
-    const int64_t capacity = std::min<int64_t>(batch * p.num_m_blocks, (cq.back() + kM - 1) / kM + batch);
-    const FwdParams pre = p;
-    p.batch = 1;
-    p.num_m_blocks = capacity;
-    p.num_tiles = capacity * heads;
-    p.section_bh = heads;
-    p.lpt = 1;
-    const int64_t grid = std::min<int64_t>(1 + int64_t(rng() % 140), p.num_tiles);
-    const std::vector<int32_t> list =
-        host_tile_list<kM, kN>(pre, int32_t(capacity), int32_t(2 * grid + 2), int32_t(grid));
-    p.tile_list = list.data();
-    fill_schedule_constants(&p, grid);
-
-    auto cost = [&](int32_t b, int32_t m) {
-      return kTileListBuckets - 1 - tile_list_bucket<kM, kN>(pre, m, seq_coord(pre, b));
-    };
-    std::set<std::tuple<int, int, int>> seen;
-    int64_t live = 0, max_work = 0, total = 0;
-    for (int32_t b = 0; b < batch; ++b)
-      live += int64_t(heads) * ((cq[size_t(b) + 1] - cq[size_t(b)] + kM - 1) / kM);
-    for (int64_t c = 0; c < grid; ++c) {
-      int64_t work = 0;
-      for (int64_t k = 0;; ++k) {
-        const int64_t t = TileScheduler::tile_id<true>(p, k, uint32_t(grid), uint32_t(c));
-        if (t < 0) break;
-        const TileCoord tc = TileScheduler::decode<true>(p, t);
-        ASSERT_NE(tc.b, 1 << 30) << "read past the padding";
-        if (tc.b < 0) break;  // padding: the kernel stops here
-        ASSERT_LT(tc.b, batch);
-        ASSERT_LT(tc.h, heads);
-        ASSERT_LT(int64_t(tc.m_block) * kM, cq[size_t(tc.b) + 1] - cq[size_t(tc.b)]) << "empty tile listed";
-        ASSERT_TRUE(seen.insert({tc.b, tc.h, tc.m_block}).second) << "tile twice";
-        work += cost(tc.b, tc.m_block) + 1;
-      }
-      max_work = std::max(max_work, work);
-      total += work;
-    }
-    ASSERT_EQ(int64_t(seen.size()), live) << "it " << it << ": a live tile was never dealt";
-    // Heaviest first, chunk by chunk (inside a chunk heads run one after the other); inside a
-    // head-run of a chunk, costs are non-increasing.
-    {
-      const int64_t per_chunk = grid * heads;
-      int64_t prev_min = INT64_MAX, cur_min = INT64_MAX, prev_in_run = INT64_MAX;
-      for (int64_t t = 0; t < live; ++t) {
-        if (t % per_chunk == 0) {
-          prev_min = std::min(prev_min, cur_min);
-          cur_min = INT64_MAX;
-        }
-        const TileCoord tc = TileScheduler::decode<true>(p, t);
-        const int64_t w = cost(tc.b, tc.m_block);
-        ASSERT_LE(w, prev_min) << "it " << it << ": tile " << t << " heavier than an earlier chunk";
-        cur_min = std::min(cur_min, w);
-        const int64_t c0 = t / per_chunk * grid, size = std::min<int64_t>(grid, live / heads - c0);
-        if ((t - c0 * heads) % size == 0) prev_in_run = INT64_MAX;  // a new head-run
-        ASSERT_LE(w, prev_in_run) << "it " << it << ": tile " << t;
-        prev_in_run = w;
-      }
-    }
-    // Dynamic assignment hands ids in order; each CTA takes one past the live ones, at most.
-    for (int64_t t = live; t < std::min<int64_t>(live + grid, p.num_tiles); ++t)
-      ASSERT_EQ(TileScheduler::decode<true>(p, t).b, -1) << "dynamic: id " << t << " past the live ones";
-    if (live >= 8 * grid && total > 0) {
-      const double imbalance = double(max_work) * double(grid) / double(total);
-      // Random small shapes: odd head counts split a chunk's rounds unevenly (up to ~1.32 in
-      // this model); the bench shapes are checked tighter below.
-      EXPECT_LT(imbalance, 1.4) << "it " << it << " batch " << batch << " grid " << grid;
-    }
-  }
 }
 
 // The sequence-major list on random ragged shapes (GQA groups, prefix / cross lengths, windows,
@@ -504,11 +381,10 @@ TEST(TileScheduler, SeqMajorListEveryLiveTileOnce) {
 }
 
 // The tile list on the bench shapes (fbench ragged: 64 sequences of 100..8k tokens; pbench
-// paged: 4 x 8192), 16 heads (also 32 / 8: GQA), 132 CTAs, both list orders: balance under
-// the static snake and under the dynamic counter (greedy: a free CTA takes the next id), and
-// the K+V bytes the tiles of one round read (one head's keys visited, hdim 128, bf16): the
-// L2 working set. Cost-sorted causal rounds read up to 81 MB (above an H100's 50 MB L2; the
-// H100 ran that shape at 0.75x of dense): sequence-major must stay far below.
+// paged: 4 x 8192), 16 heads (also 32 / 8: GQA), 132 CTAs: balance under the dynamic counter
+// (greedy: a free CTA takes the next id) and the static snake, and the K+V bytes the tiles of
+// one round read (one head's keys visited, hdim 128, bf16): the L2 working set, which must
+// stay far below the L2 (an order whose rounds read up to 81 MB ran at 0.75x of dense).
 TEST(TileScheduler, RaggedTileListBenchShapes) {
   constexpr int kM = 128, kN = 128;
   std::mt19937 r11(11);
@@ -517,7 +393,7 @@ TEST(TileScheduler, RaggedTileListBenchShapes) {
   for (const auto& lens : {mixed, std::vector<int32_t>(4, 8192)})
     for (int32_t hkv : {16, 8})
       for (bool causal : {false, true})
-        for (bool seq_major : {false, true}) {
+        {
           std::vector<int32_t> cu(1, 0);
           for (int32_t n : lens) cu.push_back(cu.back() + n);
           FwdParams p;
@@ -539,9 +415,7 @@ TEST(TileScheduler, RaggedTileListBenchShapes) {
           p.section_bh = p.heads_q;
           p.lpt = 1;
           const int64_t grid = 132;
-          const std::vector<int32_t> list =
-              seq_major ? host_tile_list_seq<kM, kN>(pre, int32_t(capacity), int32_t(2 * grid + 2))
-                        : host_tile_list<kM, kN>(pre, int32_t(capacity), int32_t(2 * grid + 2), int32_t(grid));
+          const std::vector<int32_t> list = host_tile_list_seq<kM, kN>(pre, int32_t(capacity), int32_t(2 * grid + 2));
           p.tile_list = list.data();
           fill_schedule_constants(&p, grid);
           auto work_of = [&](const TileCoord& tc) {
@@ -589,16 +463,12 @@ TEST(TileScheduler, RaggedTileListBenchShapes) {
           }
           const double imbalance = double(max_work) * double(grid) / double(total);
           const double dyn = double(makespan) * double(grid) / double(total + live);
-          printf("%s list, %zu sequences %d/%d heads %s: max/mean work %.3f (dynamic %.3f), one round reads <= %.1f MB\n",
-                 seq_major ? "sequence-major" : "cost-sorted", lens.size(), int(p.heads_q), int(hkv),
-                 causal ? "causal" : "full", imbalance, dyn, double(max_bytes) / 1e6);
-          if (!seq_major) {
-            EXPECT_LT(imbalance, 1.06);
-            if (!causal) EXPECT_LE(max_bytes, 25 << 20);
-          } else {
-            EXPECT_LT(dyn, 1.06);
-            EXPECT_LE(max_bytes, 25 << 20) << "a round reads a few (sequence, kv head) pairs";
-          }
+          printf("sequence-major list, %zu sequences %d/%d heads %s: max/mean work %.3f (dynamic %.3f), one round "
+                 "reads <= %.1f MB\n",
+                 lens.size(), int(p.heads_q), int(hkv), causal ? "causal" : "full", imbalance, dyn,
+                 double(max_bytes) / 1e6);
+          EXPECT_LT(dyn, 1.06);
+          EXPECT_LE(max_bytes, 25 << 20) << "a round reads a few (sequence, kv head) pairs";
         }
 }
 

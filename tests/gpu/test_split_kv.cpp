@@ -2,7 +2,7 @@
 // SMs split their keys, the partials merged by the combine kernel. Against the float64
 // reference (oracle rule, poisoned outputs, LSE included): the rule's own splits (few heads
 // with long keys; a short query chunk against a long KV prefix, causal bottom-right), forced
-// splits (LONGATTN_SPLITS=N, including more splits than key blocks to fill, i.e. empty ones,
+// splits (Overrides::kv_splits = N, including more splits than key blocks to fill, i.e. empty ones,
 // and rows that see no key at all), every head dim, f32 output. By design a batched call
 // never splits (a row's result must not depend on the rest of its batch), so a batch-1 call
 // that splits is not bitwise equal to the same sequence inside a batch; both are checked
@@ -27,22 +27,22 @@ Shape shape(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t 
 
 struct SplitCase {
   Shape s;
-  const char* splits;  // LONGATTN_SPLITS ("" = the rule)
+  const char* splits;  // Overrides::kv_splits ("" = the rule, "0" = none, "N" = N splits)
 };
 
-class GpuSplitKv : public ::testing::TestWithParam<SplitCase> {
- protected:
-  void TearDown() override { unsetenv("LONGATTN_SPLITS"); }
-};
+void PrintTo(const SplitCase& c, std::ostream* os) { *os << c.s.name() << " splits '" << c.splits << "'"; }
+
+class GpuSplitKv : public ::testing::TestWithParam<SplitCase> {};
 
 TEST_P(GpuSplitKv, MatchesReference) {
   if (!cuda_available()) GTEST_SKIP() << "no sm_90 device";
   const SplitCase& c = GetParam();
-  setenv("LONGATTN_SPLITS", c.splits, 1);
-  const CheckResult r = run_case(c.s);
+  Shape s = c.s;
+  if (c.splits[0]) s.ov.kv_splits = std::atoll(c.splits);
+  const CheckResult r = run_case(s);
   printf("%-48s splits '%s': err %.2e naive %.2e lse %.2e (naive %.2e)\n", c.s.name().c_str(), c.splits,
          r.max_err, r.naive_err, r.lse_err, r.lse_naive);
-  EXPECT_TRUE(r.failure.empty()) << c.s.name() << " LONGATTN_SPLITS=" << c.splits << ": " << r.failure;
+  EXPECT_TRUE(r.failure.empty()) << c.s.name() << " splits=" << c.splits << ": " << r.failure;
 }
 
 std::vector<SplitCase> cases() {

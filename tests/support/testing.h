@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,8 @@ struct CaseSpec {
 /// One line naming every non-default field, for failure messages:
 /// "b2 sq17 sk23 h4/2 d64/64 bf16->bf16 causal(br) ragged_q seed=1".
 std::string describe(const CaseSpec& s);
+// gtest prints a parameter with this (readable names instead of a byte dump).
+inline void PrintTo(const CaseSpec& s, std::ostream* os) { *os << describe(s); }
 
 /// Owned tensors of one problem plus the Args viewing them (backend: reference).
 /// Movable, not copyable (a copy's `args` would still view the original's buffers).

@@ -1,5 +1,5 @@
 // cp.async (16-byte global -> shared copies by threads) and its mbarrier completion: the
-// paged producer's gather path (mainloop.cuh gather_paged). One wrapper per instruction.
+// paged producer's gather path (paged_kv.cuh team_load). One wrapper per instruction.
 #pragma once
 
 #include <cstdint>

@@ -1,11 +1,10 @@
 // Warp-specialization primitives: setmaxnreg and named barriers; the MUFU math of the softmax
-// (ex2, tanh). NOTES: tanh.approx.f16x2 is two MUFU.TANH.F16 ops on sm_90a (cuobjdump) and
-// ran slower as a softcap variant (softcap_mode.h).
+// (ex2, tanh). NOTES: tanh.approx.f16x2 is two MUFU.TANH.F16 ops on sm_90a (cuobjdump), so
+// it saves nothing over two f32 tanhs.
 #pragma once
 
 #include <cstdint>
 
-#include "cuda/ptx/exp2_poly.h"  // exp2_poly: 2^x on the FMA pipe
 
 namespace longattn::cuda::ptx {
 
@@ -21,8 +20,8 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 }
 
 // Named barriers (ids 1..15; 0 is __syncthreads). `threads` is a multiple of 32.
-// Ids 1..kWGs: the consumers' ping-pong turns (kernel.cuh); kBarClearTail: all consumers
-// after clearing a sequence's last V tile (mainloop.cuh clear_tail_rows).
+// Ids 1..kWGs: the consumers' ping-pong turns (consumer.cuh); kBarClearTail: all consumers
+// after clearing a sequence's last V tile (tail_rows.cuh clear_tail_rows).
 constexpr uint32_t kBarClearTail = 15;
 __device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -2,5 +2,5 @@
 #include "cuda/sm90/launch_impl.cuh"
 
 namespace longattn::cuda::sm90 {
-template cudaError_t launch_fwd<InType::f16, 256>(const LaunchArgs&);
+template cudaError_t launch_fwd<InType::f16, 256, 256>(const LaunchArgs&);
 }

@@ -1,4 +1,4 @@
-// Definition of launch_fwd, included by the per-(dtype, head dim) translation units.
+// Definition of launch_fwd, included by the per-(dtype, head dims) translation units.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "cuda/sm90/kernel.cuh"
+#include "cuda/sm90/kernel_config.cuh"
 #include "cuda/sm90/launch.h"
 #include "cuda/sm90/schedule_rule.h"
 #include "cuda/sm90/tile_list.cuh"
@@ -63,12 +64,8 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
       // rounds past its last live one, a dynamic CTA takes one id past the end. Chunks of one
       // round (tile_list.cuh).
       const int32_t pad = int32_t(2 * grid + 2);
-      if (a.cost_order)
-        tile_list_kernel<Cfg::kBlockM, Cfg::kBlockN><<<1, kTileListThreads, 0, a.stream>>>(
-            pre, reinterpret_cast<int4*>(scratch + 4), int32_t(a.list_items), pad, int32_t(grid), p.tile_counter);
-      else
-        tile_list_seq_kernel<Cfg::kBlockM, Cfg::kBlockN><<<1, kTileListThreads, 0, a.stream>>>(
-            pre, reinterpret_cast<int4*>(scratch + 4), int32_t(a.list_items), pad, p.tile_counter);
+      tile_list_seq_kernel<Cfg::kBlockM, Cfg::kBlockN><<<1, kTileListThreads, 0, a.stream>>>(
+          pre, reinterpret_cast<int4*>(scratch + 4), int32_t(a.list_items), pad, p.tile_counter);
     } else {
       e = cudaMemsetAsync(scratch, 0, 16, a.stream);
     }
@@ -89,49 +86,43 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
   return e;
 }
 
-template <InType kIn, int kHeadDim>
+template <InType kIn, int kHeadDim, int kHeadDimV>
 cudaError_t launch_fwd(const LaunchArgs& a) {
   using T = std::conditional_t<kIn == InType::bf16, __nv_bfloat16, __half>;
-  constexpr TileConfig t00 = tile_config(kHeadDim, false, 0), t10 = tile_config(kHeadDim, true, 0),
-                       t02 = tile_config(kHeadDim, false, 2), t03 = tile_config(kHeadDim, false, 3),
-                       t04 = tile_config(kHeadDim, false, 4), t05 = tile_config(kHeadDim, false, 5);
-  // Sinks, softcap, windows, chunks: one feature kernel per (dtype, head dim), on
-  // feature_tile (the tile variant switch does not apply).
-  if (a.features) {
-    if (a.pack) {  // packed GQA (pack_gqa.h): the ragged / paged kernels with packed tiles
-      if (a.paged) return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true, true, kHeadDim, true>>(a);
-      return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true, false, kHeadDim, true>>(a);
+  constexpr int D = kHeadDim, DV = kHeadDimV;
+  if constexpr (D != DV) {  // split head dims: the ragged kinds only
+    switch (a.kernel) {
+      case Kernel::ragged: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged>>(a);
+      case Kernel::paged: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged>>(a);
+      default: return cudaErrorInvalidValue;
     }
-    if (a.paged) return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true, true>>(a);
-    if (a.ragged) return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true>>(a);
-    return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true>>(a);
+  } else {
+    // A dense kind whose tile equals another's runs that one's instantiation (hdim 64 / 256:
+    // one dense tile; dense_wide is hdim 128's only).
+    constexpr TileConfig full = kernel_tile(Kernel::dense, D, D), causal = kernel_tile(Kernel::dense_causal, D, D),
+                         wide = kernel_tile(Kernel::dense_wide, D, D);
+    switch (a.kernel) {
+      case Kernel::dense: return launch_cfg<KernelConfig<T, D, D, Kernel::dense>>(a);
+      case Kernel::dense_causal:
+        if constexpr (causal == full) {
+          return launch_cfg<KernelConfig<T, D, D, Kernel::dense>>(a);
+        } else {
+          return launch_cfg<KernelConfig<T, D, D, Kernel::dense_causal>>(a);
+        }
+      case Kernel::dense_wide:
+        if constexpr (wide == full) {
+          return launch_cfg<KernelConfig<T, D, D, Kernel::dense>>(a);
+        } else {
+          return launch_cfg<KernelConfig<T, D, D, Kernel::dense_wide>>(a);
+        }
+      case Kernel::feature: return launch_cfg<KernelConfig<T, D, D, Kernel::feature>>(a);
+      case Kernel::ragged: return launch_cfg<KernelConfig<T, D, D, Kernel::ragged>>(a);
+      case Kernel::paged: return launch_cfg<KernelConfig<T, D, D, Kernel::paged>>(a);
+      case Kernel::ragged_packed: return launch_cfg<KernelConfig<T, D, D, Kernel::ragged_packed>>(a);
+      case Kernel::paged_packed: return launch_cfg<KernelConfig<T, D, D, Kernel::paged_packed>>(a);
+    }
+    return cudaErrorInvalidValue;
   }
-  // Each distinct tile is instantiated once; (causal, variant) picks one at run time.
-  const TileConfig want = tile_config(kHeadDim, a.p.causal, a.tile_variant);
-  if (want == t00) return launch_cfg<KernelConfig<T, kHeadDim, false, 0>>(a);
-  if constexpr (!(t10 == t00)) {
-    if (want == t10) return launch_cfg<KernelConfig<T, kHeadDim, true, 0>>(a);
-  }
-  if constexpr (!(t02 == t00) && !(t02 == t10)) {
-    if (want == t02) return launch_cfg<KernelConfig<T, kHeadDim, false, 2>>(a);
-  }
-  if constexpr (!(t03 == t00) && !(t03 == t10) && !(t03 == t02)) {
-    if (want == t03) return launch_cfg<KernelConfig<T, kHeadDim, false, 3>>(a);
-  }
-  if constexpr (!(t04 == t00) && !(t04 == t10) && !(t04 == t02) && !(t04 == t03)) {
-    if (want == t04) return launch_cfg<KernelConfig<T, kHeadDim, false, 4>>(a);
-  }
-  if constexpr (!(t05 == t00) && !(t05 == t10) && !(t05 == t02) && !(t05 == t03) && !(t05 == t04)) {
-    if (want == t05) return launch_cfg<KernelConfig<T, kHeadDim, false, 5>>(a);
-  }
-  return cudaErrorInvalidValue;
-}
-
-template <InType kIn, int kHeadDim, int kHeadDimV>
-cudaError_t launch_fwd_split(const LaunchArgs& a) {
-  using T = std::conditional_t<kIn == InType::bf16, __nv_bfloat16, __half>;
-  if (a.paged) return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true, true, kHeadDimV>>(a);
-  return launch_cfg<KernelConfig<T, kHeadDim, true, 0, true, true, false, kHeadDimV>>(a);
 }
 
 }  // namespace longattn::cuda::sm90

@@ -55,7 +55,7 @@ struct TileMask {
   // kWindow only. 32-bit: the host sends the feature kernel only problems with
   // 2 (seq_q + seq_k) < 2^31 and clamps windows and chunks to seq_q + seq_k, so positions,
   // bounds and their sums fit (the producer runs on 24-32 registers).
-  int32_t wl = -1, wr = -1, chunk = 0;
+  int32_t wl = -1, wr = -1, chunk = 0, chunk_bias = 0;
   int32_t pos0 = 0, sk = 0;  // kWindow: key position of the tile's first row; key count
 
   LONGATTN_MASK_FN TileMask(const FwdParams& p, int64_t m_block)
@@ -68,6 +68,7 @@ struct TileMask {
       wl = int32_t(p.window_left);
       wr = int32_t(p.window_right);
       chunk = p.chunk;
+      chunk_bias = p.chunk_bias;
       pos0 = int32_t(m0 + offset);
       sk = int32_t(seq_k);
     }
@@ -91,9 +92,10 @@ struct TileMask {
     if (wl >= 0 && pos - wl > l) l = pos - wl;
     if (wr >= 0 && pos + wr + 1 < h) h = pos + wr + 1;
     if (chunk > 0) {
-      int32_t c = pos / chunk;
-      if (pos % chunk != 0 && pos < 0) --c;
-      const int32_t c0 = c * chunk;
+      // floor(pos / chunk) chunk, through an unsigned division of the biased position (its
+      // true value < 3 x 2^30: exact in uint32; the result fits int32).
+      const uint32_t ub = uint32_t(pos) + uint32_t(chunk_bias);
+      const int32_t c0 = int32_t(ub / uint32_t(chunk) * uint32_t(chunk) - uint32_t(chunk_bias));
       if (c0 > l) l = c0;
       if (c0 + chunk < h) h = c0 + chunk;
     }

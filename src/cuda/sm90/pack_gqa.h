@@ -8,7 +8,7 @@
 // so every row of the tile shares every K/V tile, and a tile is full once seq_q * g >= kBlockM.
 // Q[b, t, hk g .. hk g + g - 1, :] are adjacent in the (batch, seq, heads, dim) layout, so the
 // tile's Q is one TMA box (64 columns, g heads, kBlockM / g positions) per 64-column chunk
-// (forward_sm90.cpp packed_q_map). Masks use the row's position (mask.cuh kPack), sinks and
+// (launch_args.cpp, tensor_map.h pack_group). Masks use the row's position (mask.cuh kPack), sinks and
 // LSE the row's head, the epilogue scatters rows back to (position, head) (epilogue.cuh).
 //
 // When (pack_gqa_worth): g a power of two (shifts, not divisions, in the kernel; g = 3, 5, 6,
@@ -29,7 +29,7 @@
 //     1/g of the tiles unsplit would leave most SMs idle.
 // Rule 2 is a model, not a measurement yet: STAGES=gbench (bench.py --gqa) times packed,
 // unpacked and the rule's choice side by side.
-// LONGATTN_PACK_GQA=0 / 1 (forward_sm90.cpp) forces it off / on (on: wherever eligible).
+// Overrides::pack_gqa (plan.cpp) forces it off / on (on: wherever eligible).
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,8 @@
-// Paged K/V arithmetic shared by the host (forward_sm90.cpp, host tests) and the producer
-// warp (mainloop.cuh): the TMA box of a page size and a token's page by multiply-high.
+// Paged K/V arithmetic shared by the host (plan.cpp, host tests) and the producer warp
+// (paged_kv.cuh): the TMA box of a page size and a token's page by multiply-high.
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #if defined(__CUDACC__)
 #define LONGATTN_PAGE_FN __host__ __device__ __forceinline__
@@ -24,9 +23,9 @@ constexpr int box_shift_for(int64_t page_size, int block_n) {
 
 // Smallest box the paged producer issues (log2 rows). 0: every page size. NOTES: boxes of
 // fewer than 8 rows start inside a 1024-byte swizzle atom; the swizzle is a function of the
-// shared-memory address, so they land exactly as the one-box tile does (H200, 2026-11-22:
-// GpuPrimitives.TmaBoxRowsGiveTheOneBoxTile bitwise for r = 1, 2, 4, and the page-1 / 3 / 100
-// forward cases). Set to 3 to refuse page sizes that are not multiples of 8 (NotSupported
+// shared-memory address, so they land exactly as the one-box tile does
+// (GpuPrimitives.TmaBoxRowsGiveTheOneBoxTile checks r = 1, 2, 4 bitwise, and the page-1 / 3 /
+// 100 forward cases). Set to 3 to refuse page sizes that are not multiples of 8 (NotSupported
 // naming page_table) should another device disagree.
 constexpr int kMinBoxShift = 0;
 
@@ -55,7 +54,7 @@ LONGATTN_PAGE_FN uint32_t page_div(uint32_t n, uint32_t magic, uint32_t shift) {
 }
 
 // How the paged producer fills a K/V tile whose page is shorter than the tile (FwdParams
-// paged_mode; forward_sm90.cpp picks it, LONGATTN_PAGED_MODE overrides):
+// paged_mode; plan.cpp picks it, Overrides::paged_fill forces one):
 //   kPagedTma: one producer thread issues every TMA box (2^box_shift rows x one 64-column
 //     chunk). Pages that are multiples of the tile always take it (one TMA per tile).
 //   kPagedLanes (default for boxes of kGatherBelowRows rows or more, under the tile): the
@@ -64,13 +63,10 @@ LONGATTN_PAGE_FN uint32_t page_div(uint32_t n, uint32_t magic, uint32_t shift) {
 //   kPagedGather: the producer warpgroup's 128 threads copy the tile in 16-byte pieces with
 //     cp.async into the 128B-swizzled layout TMA would give (gather_smem_offset), each thread
 //     arriving once on the full barrier (cp.async.mbarrier.arrive.noinc).
-// NOTES: the one-thread TMA path pays ~130 cycles per TMA whatever the box size (H200 pbench,
-// docs/PERFORMANCE.md): page 16 at hdim 128 is 32 TMAs per 128-key block against ~3150 cycles
-// of tensor-core work (0.54-0.59x of dense). H100 pbench (2026-11-22 05:40, 4 x 8k, hdim 128,
-// vs dense, full / causal): page 16 tma 0.53 / 0.57, gather 0.56 / 0.59, lanes 0.63 / 0.67;
-// page 32 tma 0.78 / 0.82, lanes 0.82 / 0.85; page 48 lanes 0.62 vs gather 0.54; page 3 tma
-// 0.05, gather 0.53-0.55; page 100 gather 0.53-0.55 (TMA was 0.18). So boxes of 16+ rows
-// take the lanes and shorter boxes the gather.
+// NOTES: the one-thread TMA path pays ~130 cycles per TMA whatever the box size: page 16 at
+// hdim 128 is 32 TMAs per 128-key block against ~3150 cycles of tensor-core work. Measured
+// (docs/PERFORMANCE.md): boxes of 16+ rows run fastest on the lanes, shorter boxes (pages
+// 1, 3, 8, 24, 100) on the gather, where one-thread TMA fell to 0.05-0.18 of dense.
 enum PagedMode : int { kPagedTma = 0, kPagedLanes = 1, kPagedGather = 2 };
 constexpr int kGatherBelowRows = 16;
 
@@ -78,13 +74,9 @@ constexpr int kGatherBelowRows = 16;
 LONGATTN_PAGE_FN int paged_team(int mode) { return mode == kPagedGather ? 128 : mode == kPagedLanes ? 32 : 1; }
 
 // The mode for boxes of 2^box_shift rows in a tile of block_n keys, in a kernel with the team
-// modes (tile_size.h paged_team_ok; elsewhere kPagedTma); `env` (may be null): "tma" /
-// "lanes" / "gather" forces one where boxes are shorter than the tile.
-inline int paged_mode_for(int box_shift, int block_n, const char* env) {
+// modes (tile_size.h paged_team_ok; elsewhere kPagedTma).
+inline int paged_mode_for(int box_shift, int block_n) {
   if ((1 << box_shift) >= block_n) return kPagedTma;
-  if (env && !std::strcmp(env, "tma")) return kPagedTma;
-  if (env && !std::strcmp(env, "lanes")) return kPagedLanes;
-  if (env && !std::strcmp(env, "gather")) return kPagedGather;
   return (1 << box_shift) < kGatherBelowRows ? kPagedGather : kPagedLanes;
 }
 
@@ -110,7 +102,7 @@ LONGATTN_PAGE_FN uint32_t gather_first_row(uint32_t t) { return t >> 3; }
 LONGATTN_PAGE_FN uint32_t gather_loader_row(uint32_t t) { return 4u * (t >> 5) + (t & 3u) + 16u * ((t & 31u) >> 2); }
 LONGATTN_PAGE_FN uint32_t gather_loader_lane(uint32_t t, uint32_t i) { return ((t & 31u) >> 3) + 4u * i; }
 
-// Step s (0 <= s < 2 (hi - lo)) of a tile's K / V loads in the consumers' order (mainloop.cuh):
+// Step s (0 <= s < 2 (hi - lo)) of a tile's K / V loads in the consumers' order (producer.cuh):
 // K[hi - 1]; then K[j], V[j + 1] for j = hi - 2 .. lo; finally V[lo].
 struct KvStep {
   bool is_k;

@@ -1,5 +1,5 @@
 // The plain params struct of the sm90 forward kernel: pointers, 64-bit strides and sizes.
-// Built on the host by forward_sm90.cpp; TMA tensor maps travel beside it as separate
+// Built on the host by launch_args.cpp; TMA tensor maps travel beside it as separate
 // __grid_constant__ kernel parameters.
 #pragma once
 
@@ -35,7 +35,6 @@ struct FwdParams {
   float scale_log2 = 0;         // softmax scale * log2(e): logits in log2 units
   float rescale_threshold = 0;  // lazy rescale: rescale O only when the max grows more (log2 units); <= 0: always
   bool causal = false;
-  bool pingpong = true;  // alternate GEMM turns between consumer warpgroups
   int64_t causal_offset = 0;  // key position of query 0 (seq_k - seq_q bottom-right, 0 top-left)
 
   void* out = nullptr;
@@ -58,6 +57,9 @@ struct FwdParams {
   // the host to <= seq_q + seq_k (same visibility) so positions divide in 32 bits.
   int64_t window_left = -1, window_right = -1;
   int32_t chunk = 0;
+  // A multiple of chunk >= seq_q (positions are >= -seq_q): pos + chunk_bias >= 0, so the
+  // chunk of a position is an unsigned division (mask.cuh row_limits).
+  int32_t chunk_bias = 0;
   // Ragged batches (feature kernel): device int32 metadata, null when dense. seq_q / seq_k
   // are then the maxima (Args max_seqlen_q/k); q/k/v/out rows of sequence b start at
   // cu_seqlens[b] (TMA batch coordinate 0). offset_per_seq: bottom-right masks, so each
@@ -78,13 +80,13 @@ struct FwdParams {
   int32_t box_shift = 0;
   // log2 of the rows of a V "group" in shared memory: V stage = [group][64-column chunk][rows
   // of the group][64]. log2(kBlockN): the usual [chunk][kBlockN][64] tile. box_shift (>= 4,
-  // < log2 kBlockN; default, LONGATTN_PAGED_VGROUP=0 turns it off): a V box holds every chunk of its rows, one TMA
-  // per box instead of one per chunk (paged kernel only; mainloop.cuh gemm_pv).
+  // < log2 kBlockN; plan.cpp): a V box holds every chunk of its rows, one TMA per box instead
+  // of one per chunk (paged kernel only; gemm.cuh gemm_pv).
   int32_t v_group_shift = 0;
-  // Grouped K (paged kernel; boxes of 16 .. kBlockN / 2 rows taking TMA; forward_sm90.cpp):
+  // Grouped K (paged kernel; boxes of 16 .. kBlockN / 2 rows taking TMA; plan.cpp):
   // K stage = [8-row group][64-column chunk][8 rows][128 bytes], so one TMA box carries every
   // chunk of a page's rows (tensor_map.h row_groups) and S = Q K^T reads the stage with the
-  // 8-row-group stride (hdim / 64) x 1024 bytes (mainloop.cuh gemm_qk). 0: the usual tile.
+  // 8-row-group stride (hdim / 64) x 1024 bytes (gemm.cuh gemm_qk). 0: the usual tile.
   int32_t k_grouped = 0;
   // Packed GQA (pack_gqa.h; feature kernels with KernelConfig kPack): log2 of the group g.
   // The tile space is then (batch, kv head, packed q-block): heads_q holds heads_kv and group

@@ -6,7 +6,7 @@
 // L2 until every tile that needs them has run. A "section" is a run of (batch, query head)
 // pairs, query heads of one kv head adjacent (GQA: they read the same K/V), whose K+V fit the
 // budget:
-//   budget  = Args::l2_budget_bytes, else LONGATTN_L2_BYTES, else half the device's L2
+//   budget  = Args::l2_budget_bytes, else half the device's L2
 //             (cudaDevAttrL2CacheSize; the other half holds Q / O traffic and the tail of
 //             the previous section);
 //   fit     = max(1, budget / (seq_k x (dim_qk + dim_v) x 2 bytes)) kv heads, x group pairs.
@@ -15,7 +15,7 @@
 // Uniform-cost tiles (no causal mask): q-tiles of one pair fastest, i.e. sections of one pair.
 // Every tile costs the same, so the CTAs finish a pair together and all of them read one
 // head's K/V at a time (in lockstep, from the last key block down); nothing is gained by
-// larger sections. "Sections off" (LONGATTN_SECTIONS=0) is a genuinely different order: one
+// larger sections. "Sections off" (Overrides::sections = 0) is a genuinely different order: one
 // section of all pairs, pairs fastest, so the CTAs running together read every head at once.
 //
 // Causal tiles: longest first (LPT) inside each section, snake-dealt over the CTAs, the snake
@@ -23,9 +23,9 @@
 // balance its own, so a section must hold an even number of snake rounds (forward and
 // backward rounds pair long with short tiles) or so many rounds that the partial one holds
 // only the cheapest tiles; it must hold at least one round or the high CTAs would get nothing.
-// Measured (H100, causal 1k, 256 pairs): 238 TFLOP/s without sections vs 353 with sections
-// of two rounds; the first version (a snake running across sections) cost 8k 600 -> 519,
-// which the per-section restart fixed.
+// Sections of two rounds ran causal 1k (256 pairs) 1.5x faster than none; the first version
+// (a snake running across sections) lost 14% at 8k, which the per-section restart fixed
+// (docs/PERFORMANCE.md).
 #pragma once
 
 #include <algorithm>
@@ -37,15 +37,9 @@
 namespace longattn::cuda::sm90 {
 
 // K+V bytes a section may keep in L2: the caller's budget (Args::l2_budget_bytes) if > 0,
-// else LONGATTN_L2_BYTES (`env`, bytes; ignored unless a positive integer), else half the
-// device's L2 size.
-inline int64_t l2_budget(int64_t requested, const char* env, int64_t device_l2_bytes) {
+// else half the device's L2 size.
+inline int64_t l2_budget(int64_t requested, int64_t device_l2_bytes) {
   if (requested > 0) return requested;
-  if (env) {
-    char* end = nullptr;
-    const long long v = std::strtoll(env, &end, 10);
-    if (end != env && *end == 0 && v > 0) return v;
-  }
   return std::max<int64_t>(1, device_l2_bytes / 2);
 }
 
@@ -61,10 +55,8 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
   group = std::max<int64_t>(1, group);
   const int64_t fit = std::min(pairs, std::max<int64_t>(1, budget / std::max<int64_t>(1, kv_bytes_per_head)) * group);
   // Everything fits and the pairs are few (<= half the grid: the CTAs share heads anyway):
-  // one LPT list balances best. NOTES: issue 3 sectioned only when pairs > grid / 2; this
-  // rule also sections 4k-16k x 16 heads (K+V of all heads 128 MB > 25 MB). Measured then,
-  // with the snake running across sections: 4k 526 -> 487, 8k 600 -> 519; with the per-section
-  // restart not yet measured: LONGATTN_SECTIONS=0 is the issue-3 order for those shapes.
+  // one LPT list balances best. This rule also sections 4k-16k x 16 heads (K+V of all heads
+  // 128 MB > 25 MB).
   if (fit >= pairs && pairs * 2 <= grid) return pairs;
   const int64_t one_round = (grid + m_blocks - 1) / m_blocks;
   const int64_t two_rounds = std::max<int64_t>(1, (2 * grid + m_blocks / 2) / m_blocks);
@@ -84,11 +76,10 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
 }
 
 // Dynamic assignment rule (scheduler.cuh DynamicTiles): only when the longest tile visits at
-// least 1536 key blocks (192k keys at block_n 128). Measured (H200, causal, 32 / 8 heads,
-// dynamic vs the static snake): 1k (16 x 16 heads) 335 vs 385 TFLOP/s, 8k 586 vs 602, 128k
-// 616 vs 615, 256k 616 vs 598. The producer takes each id with a global atomic when it starts
-// a tile, so short tiles pay its latency; on long tiles it absorbs the spread of tile times
-// that the snake's cost model ignores.
+// least 1536 key blocks (192k keys at block_n 128): it lost 13% at causal 1k and 3% at 8k,
+// won 3% at 256k (docs/PERFORMANCE.md). The producer takes each id with a global atomic when
+// it starts a tile, so short tiles pay its latency; on long tiles it absorbs the spread of
+// tile times that the snake's cost model ignores.
 inline bool dynamic_worth(int64_t max_key_blocks) { return max_key_blocks >= 1536; }
 
 // Split-KV rule. A call whose tiles fill less than half the SMs (few heads, or a short query

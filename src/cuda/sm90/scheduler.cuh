@@ -39,12 +39,11 @@ struct TileScheduler {
   // Causal: inside each L2 section (see decode) tiles are sorted by cost, longest first
   // (LPT), and dealt in snake order (rounds alternate direction over the CTAs), restarting
   // at every section so each section is balanced on its own (a snake running across the
-  // sections' cost sawtooth unbalanced long sequences: causal 8k 603 -> 517 TFLOP/s on
-  // H100). Plain round-robin over one LPT list gave some CTAs 1.6x the mean work (causal
-  // 16k: 434 TFLOP/s, 0.70x cuDNN, on H200).
+  // sections' cost sawtooth unbalanced long sequences). Plain round-robin over one LPT list
+  // gave some CTAs 1.6x the mean work.
   // NOTES: kept to a handful of 32-bit operations (the producer has 32 registers). Every
   // section restarts at CTA 0, so sections smaller than the grid (never produced by
-  // schedule_rule.h, only forced through LONGATTN_SECTIONS) leave the high CTAs idle.
+  // schedule_rule.h, only forced through Overrides::sections) leave the high CTAs idle.
   // g = gridDim.x, c = blockIdx.x (parameters so host tests can enumerate every CTA).
   template <bool kSections = true>
   LONGATTN_HD static int64_t tile_id(const FwdParams& p, int64_t k, uint32_t g, uint32_t c) {
@@ -79,7 +78,7 @@ struct TileScheduler {
   // lpt: rank 0 is the last q-block (the longest causal tile); otherwise rank = q-block, and
   // with one-pair sections (the non-causal rule) q-blocks of one head run fastest. Without
   // sections (rank slowest over all heads) the CTAs running at once all read different heads
-  // and K/V came from DRAM: causal 1k on H100 ran at 251 TFLOP/s (0.65x cuDNN).
+  // and K/V came from DRAM (causal 1k ran at 0.65x cuDNN).
   // kList (ragged kernels): entry t of the device tile list, (b, h, m_block) in dealing order
   // (tile_list.cuh); b < 0 is padding: the caller stops (its later ids are padding too).
   template <bool kList = false>
@@ -87,7 +86,7 @@ struct TileScheduler {
     const uint32_t nm = uint32_t(p.num_m_blocks), nh = uint32_t(p.heads_q), tt = uint32_t(t);
     TileCoord c;
     if constexpr (kList) {
-      if (p.tile_list) {  // null: LONGATTN_TILE_LIST=0, the padded grid below
+      if (p.tile_list) {  // null: the padded grid below (plan.h tile_list)
 #if defined(__CUDA_ARCH__)
         const int4 e = __ldg(reinterpret_cast<const int4*>(p.tile_list) + tt);  // one 16-byte load
         c.b = e.x;
@@ -147,7 +146,7 @@ struct DynamicTiles {
   // at the end, a plain arrive) then completes q_full.
   // The slot is written and read with atomics: the mbarriers already order the two (release
   // arrive, acquire wait), but compute-sanitizer's racecheck does not see that ordering and
-  // reported the plain store/load as a race (H100, 2026-11-25); atomics it does not flag.
+  // reported the plain store/load as a race; atomics it does not flag.
   __device__ void publish(int32_t t, int stage, uint32_t phase, uint64_t* q_empty) const {
     ptx::mbar_wait(q_empty, phase ^ 1u);
     atomicExch(&slot[stage], t);

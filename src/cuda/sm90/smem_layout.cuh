@@ -33,17 +33,4 @@ struct SmemLayout {
   __device__ uint64_t* v_empty(int s) const { return bars() + 2 * kQStages + 3 * kStages + s; }
 };
 
-// Stage index + phase parity of a ring, advanced in lockstep by producer and consumers.
-template <int kStages>
-struct PipeState {
-  int stage = 0;
-  uint32_t phase = 0;
-  __device__ void advance() {
-    if (++stage == kStages) {
-      stage = 0;
-      phase ^= 1u;
-    }
-  }
-};
-
 }  // namespace longattn::cuda::sm90

@@ -75,13 +75,11 @@ struct OnlineSoftmax {
   }
 
   // The fused softcap update (softcap_mode.h kCapFused): `s` holds raw logits (raw Q.K
-  // units; blocks with an element mask take the split path), P replaces them. tanh is
-  // monotonic, so the row max is taken on the raw logits and capped with one tanh per row;
-  // each logit is then capped and exponentiated in one pass. `in` = scale / cap; m / l are
-  // in capped units (tanh values) as with the split mode, so finalize and sinks are unchanged.
-  // kPoly16 of every 16 column groups take exp2 on the FMA pipe (kCapFusedPoly8; x <= the
-  // rescale threshold, so exp2_poly's range holds).
-  template <int kPoly16 = 0, int NS>
+  // units; blocks with an element mask cap before the mask instead, see softcap()), P
+  // replaces them. tanh is monotonic, so the row max is taken on the raw logits and capped
+  // with one tanh per row; each logit is then capped and exponentiated in one pass. `in` =
+  // scale / cap; m / l are in capped units (tanh values), so finalize and sinks are unchanged.
+  template <int NS>
   __device__ bool update_capped(float (&s)[NS], float in, float scale_log2, float threshold,
                                 float (&factor)[2]) {
     bool any = false;
@@ -98,8 +96,7 @@ struct OnlineSoftmax {
 #pragma unroll
       for (int i = 0; i < NS / 2; ++i) {
         const int k = 4 * (i / 2) + 2 * r + i % 2;
-        const float x = fmaf(ptx::tanh_approx(s[k] * in), scale_log2, -ms);
-        const float p = softcap_poly_col(i / 2, kPoly16) ? ptx::exp2_poly(x) : ptx::exp2_approx(x);
+        const float p = ptx::exp2_approx(fmaf(ptx::tanh_approx(s[k] * in), scale_log2, -ms));
         s[k] = p;
         sum += p;
       }
@@ -121,12 +118,9 @@ struct OnlineSoftmax {
 
   // The fixed-max update: P = 2^((t - m0) scale_log2) with t = tanh(s * in) (kCap: raw
   // logits, a block without element mask) or t = s (already capped and masked: -inf gives
-  // 0). No max, no shuffle; factor = 1 and no rescale ever. kPoly16 of every 16 column groups
-  // take exp2 on the FMA pipe; kExpTanh16 of every 16 take tanh from MUFU ex2 + a quintic
-  // (ptx::tanh_from_w) instead of MUFU tanh. The halves modes run it once per key half.
-  template <int kPoly16, bool kCap, int kExpTanh16, int NS>
+  // 0). No max, no shuffle; factor = 1 and no rescale ever.
+  template <bool kCap, int NS>
   __device__ bool update_fixed(float (&s)[NS], float in, float scale_log2, float (&factor)[2]) {
-    const float w_scale = -2.f * 1.44269504f * in;  // w = 2^(-2 |u| log2 e), u = s * in
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float ms = m[r] * scale_log2;
@@ -136,12 +130,8 @@ struct OnlineSoftmax {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float t = s[4 * c + 2 * r + e];
-          if constexpr (kCap) {
-            t = softcap_poly_col(c, kExpTanh16) ? ptx::tanh_from_w(ptx::exp2_approx(fabsf(t) * w_scale), t)
-                                                : ptx::tanh_approx(t * in);
-          }
-          const float x = fmaf(t, scale_log2, -ms);
-          const float p = softcap_poly_col(c, kPoly16) ? ptx::exp2_poly(x) : ptx::exp2_approx(x);
+          if constexpr (kCap) t = ptx::tanh_approx(t * in);
+          const float p = ptx::exp2_approx(fmaf(t, scale_log2, -ms));
           s[4 * c + 2 * r + e] = p;
           sum += p;
         }
@@ -182,56 +172,14 @@ struct OnlineSoftmax {
   }
 };
 
-// Split softcap mode (softcap_mode.h kCapSplit; params.h): s <- tanh(s * in) over the block,
-// before the mask; the cap itself is folded into the softmax scale (feat_scale_log2 = cap *
-// log2 e). tanh.approx.f32 (max relative error 2^-11, as FlashAttention-3).
+// Softcap of a block with an element mask, before the mask (tanh(-inf) = -1 would unmask a
+// key): s <- tanh(s * in) over the block; the cap itself is folded into the softmax scale
+// (feat_scale_log2 = cap * log2 e). tanh.approx.f32 (max relative error 2^-11, as
+// FlashAttention-3).
 template <int NS>
 __device__ __forceinline__ void softcap(float (&s)[NS], float in) {
 #pragma unroll
   for (int i = 0; i < NS; ++i) s[i] = ptx::tanh_approx(s[i] * in);
-}
-
-// The fused / fixed softcap modes' update (softcap_mode.h) on a block without element mask.
-// kPolyOk: compile the FMA-pipe variants (fixed8, fixedx, fixedx8, fixed8h; head dim 128, not
-// paged; elsewhere they run as fixed). NOTES: with them the hdim-64 consumer (160 registers)
-// spilled 16 bytes and the paged hdim-128 one (224) 8. kFixedOk: compile the fixed-max modes
-// (bf16 kernels; the host sends them only when softcap_fixed_ok); elsewhere they run as fused.
-// kFused8Ok: compile fused8 (elsewhere it runs as fused).
-template <bool kPolyOk, bool kFixedOk, bool kFused8Ok, int NS>
-__device__ __forceinline__ bool update_softcapped(OnlineSoftmax& smx, float (&s)[NS], int mode, float in,
-                                                  float sl2, float thr, float (&factor)[2]) {
-  if constexpr (kFixedOk) {
-    if constexpr (kPolyOk) {
-      if (mode == kCapFixedPoly8 || mode == kCapFixedPoly8Halves)
-        return smx.template update_fixed<8, true, 0>(s, in, sl2, factor);
-      // (also the whole of these modes in kernels without the halves: hdim-64 two-warpgroup tile)
-      if (mode == kCapFixedPoly4Halves) return smx.template update_fixed<4, true, 0>(s, in, sl2, factor);
-      if (mode == kCapFixedPoly12Halves) return smx.template update_fixed<12, true, 0>(s, in, sl2, factor);
-      if (mode == kCapFixedExpTanh) return smx.template update_fixed<0, true, 16>(s, in, sl2, factor);
-      if (mode == kCapFixedExpTanh8) return smx.template update_fixed<0, true, 8>(s, in, sl2, factor);
-    }
-    if (softcap_is_fixed(mode)) return smx.template update_fixed<0, true, 0>(s, in, sl2, factor);
-  }
-  if constexpr (kFused8Ok) {
-    if (mode == kCapFusedPoly8) return smx.template update_capped<8>(s, in, sl2, thr, factor);
-  }
-  return smx.template update_capped<0>(s, in, sl2, thr, factor);
-}
-
-// The halves modes (softcap_mode.h kCapFixedHalves, kCapFixedPoly8Halves): the fixed-max
-// update of one key half of a block without element mask (its own NS-register fragment: the
-// n8 groups of an N = kBlockN / 2 accumulator), run as soon as that half's Q.K^T has landed.
-template <int NS>
-__device__ __forceinline__ void update_fixed_half(OnlineSoftmax& smx, float (&s)[NS], int mode, float in,
-                                                  float sl2, float (&factor)[2]) {
-  if (mode == kCapFixedPoly8Halves)
-    smx.template update_fixed<8, true, 0>(s, in, sl2, factor);
-  else if (mode == kCapFixedPoly4Halves)
-    smx.template update_fixed<4, true, 0>(s, in, sl2, factor);
-  else if (mode == kCapFixedPoly12Halves)
-    smx.template update_fixed<12, true, 0>(s, in, sl2, factor);
-  else
-    smx.template update_fixed<0, true, 0>(s, in, sl2, factor);
 }
 
 template <int NO>

@@ -2,22 +2,12 @@
 //
 // The host does not know the sequence lengths (cu_seqlens / seqused_k are device pointers),
 // so a one-CTA pre-kernel on the caller's stream builds, before the forward kernel, the list
-// of every (sequence, head, q-block) tile that has query rows, in dealing order. Two orders:
-// sequence-major (the default, tile_list_seq_kernel, explained before it) and the
-// cost-sorted item order (tile_list_kernel, LONGATTN_TILE_ORDER=cost):
-//  - items (sequence, q-block) sorted by real cost (key blocks the tile visits:
-//    TileMask::block_range, every mask included), heaviest first;
-//  - cut into chunks of `chunk` items (the grid: one snake round), and inside a chunk heads
-//    slower than items: the CTAs running together read one head's K/V of the chunk's
-//    sequences (GQA: consecutive heads share it), not every head's. With heads fastest (the
-//    first version) paged 4 x 8k ran at 0.79x / 0.90x of dense (full / causal, H200) against
-//    1.01x / 1.03x on the padded grid; for uniform lengths a chunk holds whole sequences'
-//    q-blocks, which is the dense order (q-blocks of one head together);
-//  - a round-sized chunk keeps the snake's pairing of long and short tiles inside a chunk;
-//  - after the live tiles, padding (b = -1) where the CTAs stop.
-// Before it, ragged tiles were (batch x q-blocks of the longest sequence) with empty tiles.
-// Sort: counting sort over 4096 cost buckets in shared memory (costs above 4095 key blocks,
-// i.e. > 256k keys at block_n 64, share the last bucket). Items of equal cost land in an
+// of every (sequence, head, q-block) tile that has query rows, in dealing order:
+// sequence-major (explained before tile_list_seq_kernel); after the live tiles, padding
+// (b = -1) where the CTAs stop. A cost-sorted item order (one q-block of many sequences per
+// round) lost: its rounds shared no K/V (docs/PERFORMANCE.md).
+// Sort: counting sort of the sequences over 4096 cost buckets in shared memory (costs above 4095 key blocks,
+// i.e. > 256k keys at block_n 64, share the last bucket). Sequences of equal cost land in an
 // order that may differ between launches (atomics): results do not, since a tile's arithmetic
 // does not depend on when it runs (batch invariance, tests/gpu/test_batch_invariance.cpp).
 // Scratch: 16 bytes per tile of a host bound on the live items (batch x num_m_blocks, and
@@ -54,17 +44,14 @@ LONGATTN_MASK_FN int32_t live_m_blocks(const FwdParams& p, const SeqCoord& sc) {
   return int32_t(n < p.num_m_blocks ? n : p.num_m_blocks);
 }
 
-// Sequence-major order (the default; tile_list_seq_kernel): sequences sorted by the cost of
-// their heaviest q-block, heaviest first; inside a sequence, kv head by kv head, and inside
-// one kv head the q-blocks from the last to the first (causal: heaviest first) with the
-// query heads sharing that kv head (GQA) innermost. Why: the cost-sorted item order above
-// puts q-blocks of equal cost together, i.e. one q-block from each of up to batch different
-// sequences, so the tiles that run together never share K/V and each reads its whole key
-// range from DRAM: 64 causal sequences of 100..8k tokens at hdim 128 read up to 81 MB of K+V
-// per round (tests/gpu/test_scheduler.cpp), about 128 FLOP per byte, memory-bound on an H100
-// (0.75x of the dense call at 3.35 TB/s, 1.03x on an H200 at 4.8 TB/s). Sequence-major keeps
-// the CTAs of a round on a few (sequence, kv head) pairs whose K+V stays in L2, the dense
-// kernels' order. Index i of a sequence's n x heads_q tiles (host-testable):
+// Sequence-major order (tile_list_seq_kernel): sequences sorted by the cost of their
+// heaviest q-block, heaviest first; inside a sequence, kv head by kv head, and inside one kv
+// head the q-blocks from the last to the first (causal: heaviest first) with the query heads
+// sharing that kv head (GQA) innermost. Why: an order that puts q-blocks of equal cost
+// together (one q-block from each of many sequences) runs tiles that never share K/V, each
+// reading its whole key range from DRAM (~128 FLOP per byte: memory-bound).
+// Sequence-major keeps the CTAs of a round on a few (sequence, kv head) pairs whose K+V stays
+// in L2, the dense kernels' order. Index i of a sequence's n x heads_q tiles (host-testable):
 //   i = (hk n + mi) group + j  ->  (h = hk group + j, m = n - 1 - mi).
 LONGATTN_MASK_FN void seq_major_tile(int64_t i, int32_t n, int32_t group, int32_t* h, int32_t* m) {
   const int64_t j = i % group, r = i / group;
@@ -116,46 +103,10 @@ __device__ inline int32_t bucket_exclusive_scan(int32_t* slot) {
   return total;
 }
 
-// One CTA of kTileListThreads; each thread walks whole sequences (work = batch + live tiles,
-// not the padded batch x num_m_blocks). list: int4 (b, h, m_block, 0), capacity n_items x
-// heads_q tiles (launch_impl.cuh bounds the live items by n_items); after the live tiles,
-// n_pad entries of b = -1 (the most any CTA reads past them: launch_impl.cuh). counter (may
-// be null): the dynamic tile counter, zeroed here.
-template <int kBlockM, int kBlockN>
-__global__ void __launch_bounds__(kTileListThreads)
-    tile_list_kernel(const __grid_constant__ FwdParams p, int4* list, int32_t n_items, int32_t n_pad,
-                     int32_t chunk, int32_t* counter) {
-  __shared__ int32_t slot[kTileListBuckets];  // counts, then next free position per bucket
-  const int tid = threadIdx.x;
-  if (counter && tid == 0) *counter = 0;  // the dynamic tile counter (launch_impl.cuh)
-  for (int i = tid; i < kTileListBuckets; i += kTileListThreads) slot[i] = 0;
-  __syncthreads();
-  const int32_t batch = int32_t(p.batch);
-  for (int32_t b = tid; b < batch; b += kTileListThreads) {
-    const SeqCoord sc = seq_coord(p, b);
-    const int32_t n = live_m_blocks<kBlockM>(p, sc);
-    for (int32_t m = 0; m < n; ++m) atomicAdd(&slot[tile_list_bucket<kBlockM, kBlockN>(p, m, sc)], 1);
-  }
-  __syncthreads();
-  const int32_t total = bucket_exclusive_scan(slot);
-  const int32_t nh = int32_t(p.heads_q), live = total < n_items ? total : n_items;
-  for (int32_t b = tid; b < batch; b += kTileListThreads) {
-    const SeqCoord sc = seq_coord(p, b);
-    const int32_t n = live_m_blocks<kBlockM>(p, sc);
-    for (int32_t m = 0; m < n; ++m) {
-      const int32_t pos = atomicAdd(&slot[tile_list_bucket<kBlockM, kBlockN>(p, m, sc)], 1);
-      if (pos >= n_items) continue;  // the host bound holds for valid cu_seqlens; never write past it
-      const int32_t c0 = pos / chunk * chunk, size = live - c0 < chunk ? live - c0 : chunk;
-      int4* at = list + int64_t(c0) * nh + (pos - c0);
-      for (int32_t h = 0; h < nh; ++h) at[int64_t(h) * size] = make_int4(b, h, m, 0);
-    }
-  }
-  const int64_t end = int64_t(live) * nh + n_pad < int64_t(n_items) * nh ? int64_t(live) * nh + n_pad
-                                                                          : int64_t(n_items) * nh;
-  for (int64_t i = int64_t(live) * nh + tid; i < end; i += kTileListThreads) list[i] = make_int4(-1, 0, 0, 0);
-}
-// Sequence-major list (see seq_major_tile): same output contract as tile_list_kernel (list
-// capacity n_items x heads_q tiles, then n_pad entries of b = -1; counter zeroed). One warp per
+// The sequence-major list (see seq_major_tile). One CTA of kTileListThreads. list: int4 (b, h,
+// m_block, 0), capacity n_items x heads_q tiles (launch_impl.cuh bounds the live items by
+// n_items); after the live tiles, n_pad entries of b = -1 (the most any CTA reads past them:
+// launch_impl.cuh). counter (may be null): the dynamic tile counter, zeroed here. One warp per
 // sequence: its lanes find the heaviest q-block's bucket (pass 1) and write its tiles (pass 2).
 template <int kBlockM, int kBlockN>
 __global__ void __launch_bounds__(kTileListThreads)

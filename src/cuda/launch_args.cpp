@@ -1,0 +1,161 @@
+// Tensor maps and FwdParams of one call (launch_args.h).
+#include "cuda/launch_args.h"
+
+#include <algorithm>
+
+#include "cuda/ptx/tensor_map.h"
+#include "cuda/sm90/page_math.h"
+
+namespace longattn::cuda {
+namespace {
+
+using detail::KvLayout;
+
+TileMapSpec map_spec(const Tensor& t, CUtensorMapDataType dt, int box_rows) {
+  TileMapSpec s;
+  s.base = t.data;
+  s.dtype = dt;
+  if (t.rank == 3) {  // ragged (total_tokens, heads, dim): one batch, rows addressed by token
+    s.batch = 1;
+    s.rows = t.shape[0];
+    s.heads = t.shape[1];
+    s.dim = t.shape[2];
+    s.stride_batch = t.shape[0] * t.stride[0];
+    s.stride_row = t.stride[0];
+    s.stride_head = t.stride[1];
+  } else {
+    s.batch = t.shape[0];
+    s.rows = t.shape[1];
+    s.heads = t.shape[2];
+    s.dim = t.shape[3];
+    s.stride_batch = t.stride[0];
+    s.stride_row = t.stride[1];
+    s.stride_head = t.stride[2];
+  }
+  s.box_rows = box_rows;
+  return s;
+}
+
+}  // namespace
+
+std::string encode_maps(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::LaunchArgs* la) {
+  const CUtensorMapDataType dt =
+      p.in_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const bool paged = p.kv == KvLayout::paged;
+  const int block_n = plan.tile.block_n;
+  // Paged boxes shorter than the tile carry one 64-column chunk each (tensor_map.h), except in
+  // the grouped layouts, where one box carries every chunk of its rows.
+  const int kv_box_rows = paged ? 1 << plan.box_shift : block_n;
+  TileMapSpec mk = map_spec(a.k, dt, kv_box_rows), mv = map_spec(a.v, dt, kv_box_rows);
+  if (kv_box_rows < block_n) mk.box_chunks = mv.box_chunks = 1;
+  if (plan.v_grouped) mv.box_chunks = 0;
+  if (plan.k_grouped) mk.row_groups = true;
+  TileMapSpec mq = map_spec(a.q, dt, plan.tile.block_m);
+  if (plan.pack_shift > 0) mq.pack_group = int(p.group);
+  std::string err;
+  if (!(err = encode_tile_map(mq, &la->tm_q)).empty() || !(err = encode_tile_map(mk, &la->tm_k)).empty() ||
+      !(err = encode_tile_map(mv, &la->tm_v)).empty())
+    return err;
+  return "";
+}
+
+void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::FwdParams* out) {
+  sm90::FwdParams fp;
+  const bool causal = p.mask.causal;
+  const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
+  const bool paged = p.kv == KvLayout::paged;
+  fp.batch = p.batch;
+  fp.heads_q = plan.sched_heads;
+  fp.heads_kv = p.heads_kv;
+  fp.group = plan.pack_shift > 0 ? 1 : p.group;  // packed: the scheduler sees kv heads
+  fp.pack_shift = plan.pack_shift;
+  fp.seq_q = p.max_seq_q;
+  fp.seq_k = p.max_seq_k;
+  fp.num_m_blocks = plan.num_m_blocks;
+  fp.num_tiles = fp.num_m_blocks * fp.heads_q * p.batch;
+  fp.scale_log2 = float(double(p.scale) * 1.4426950408889634);
+  fp.rescale_threshold = plan.rescale_threshold;
+  fp.causal = causal;
+  fp.causal_offset = (causal || windowed) ? p.mask.offset(p.max_seq_q, p.max_seq_k) : 0;
+  if (sm90::kernel_features(plan.kernel)) {
+    fp.feat_scale_log2 = fp.scale_log2;
+    if (p.softcap > 0.f) {
+      fp.softcap_in = float(double(p.scale) / double(p.softcap));
+      fp.feat_scale_log2 = float(double(p.softcap) * 1.4426950408889634);
+    }
+    fp.softcap_mode = plan.softcap_mode;
+    if (p.has_sinks) {
+      fp.sinks = static_cast<const float*>(a.sinks.data);
+      fp.sinks_stride = a.sinks.stride[0];
+      fp.sink_to_raw = float(1.0 / (p.softcap > 0.f ? double(p.softcap) : double(p.scale)));
+    }
+    // Any window or chunk wider than every position range sees the same keys as one of
+    // seq_q + seq_k (positions lie in [-seq_q, max(seq_q, seq_k))), which keeps the kernel's
+    // chunk arithmetic in 32 bits and its window sums far from overflow.
+    const int64_t span = p.max_seq_q + p.max_seq_k;
+    fp.window_left = p.mask.window_left < 0 ? -1 : std::min(p.mask.window_left, span);
+    fp.window_right = p.mask.window_right < 0 ? -1 : std::min(p.mask.window_right, span);
+    fp.chunk = p.mask.chunk > 0 ? int32_t(std::min(p.mask.chunk, span)) : 0;
+    if (fp.chunk > 0) fp.chunk_bias = int32_t((p.max_seq_q + fp.chunk - 1) / fp.chunk * fp.chunk);
+  }
+  fp.out = a.out.data;
+  fp.out_type = p.out_dtype == DType::bf16  ? sm90::OutType::bf16
+                : p.out_dtype == DType::f16 ? sm90::OutType::f16
+                                            : sm90::OutType::f32;
+  if (p.q_ragged) {  // out (total_q, heads, dim), lse (heads, total_q): rows from cu_seqlens_q
+    fp.out_stride_b = 0;
+    fp.out_stride_s = a.out.stride[0];
+    fp.out_stride_h = a.out.stride[1];
+  } else {
+    fp.out_stride_b = a.out.stride[0];
+    fp.out_stride_s = a.out.stride[1];
+    fp.out_stride_h = a.out.stride[2];
+  }
+  if (a.lse.present()) {
+    fp.lse = static_cast<float*>(a.lse.data);
+    if (p.q_ragged) {
+      fp.lse_stride_b = 0;
+      fp.lse_stride_h = a.lse.stride[0];
+      fp.lse_stride_s = a.lse.stride[1];
+    } else {
+      fp.lse_stride_b = a.lse.stride[0];
+      fp.lse_stride_h = a.lse.stride[1];
+      fp.lse_stride_s = a.lse.stride[2];
+    }
+  }
+  if (sm90::kernel_ragged(plan.kernel)) {  // device metadata; seq_q / seq_k are the maxima
+    if (p.q_ragged) fp.cu_seqlens_q = static_cast<const int32_t*>(a.cu_seqlens_q.data);
+    if (p.kv == KvLayout::ragged) fp.cu_seqlens_k = static_cast<const int32_t*>(a.cu_seqlens_k.data);
+    if (p.has_seqused_k) fp.seqused_k = static_cast<const int32_t*>(a.seqused_k.data);
+    fp.offset_per_seq = (p.mask.any() && !p.mask.top_left) ? 1 : 0;
+  }
+  if (paged) {
+    fp.page_table = static_cast<const int32_t*>(a.page_table.data);
+    fp.pt_stride_b = a.page_table.stride[0];
+    fp.page_size = int32_t(p.page_size);
+    const sm90::PageDiv pd = sm90::make_page_div(uint32_t(p.page_size));
+    fp.page_magic = pd.magic;
+    fp.page_div_shift = pd.shift;
+    fp.box_shift = plan.box_shift;
+    int bn_shift = 0;
+    while ((1 << bn_shift) < plan.tile.block_n) ++bn_shift;
+    fp.v_group_shift = plan.v_grouped ? plan.box_shift : bn_shift;
+    fp.k_grouped = plan.k_grouped ? 1 : 0;
+    fp.paged_mode = plan.paged_mode;
+    // The gather reads (num_pages, page_size, heads_kv, dim) K / V by byte offsets.
+    const int64_t es = dtype_size(p.in_dtype);
+    fp.k_bytes = static_cast<const uint8_t*>(a.k.data);
+    fp.v_bytes = static_cast<const uint8_t*>(a.v.data);
+    fp.k_page_bytes = a.k.stride[0] * es;
+    fp.k_row_bytes = a.k.stride[1] * es;
+    fp.k_head_bytes = a.k.stride[2] * es;
+    fp.v_page_bytes = a.v.stride[0] * es;
+    fp.v_row_bytes = a.v.stride[1] * es;
+    fp.v_head_bytes = a.v.stride[2] * es;
+  }
+  fp.section_bh = plan.section_bh;
+  fp.lpt = causal ? 1 : 0;
+  *out = fp;
+}
+
+}  // namespace longattn::cuda

@@ -1,0 +1,166 @@
+// plan_forward: the rules that pick the kernel, tile, layouts and schedule of one call.
+#include "cuda/plan.h"
+
+#include <algorithm>
+#include <string>
+
+#include "cuda/sm90/pack_gqa.h"
+#include "cuda/sm90/page_math.h"
+#include "cuda/sm90/schedule_rule.h"
+#include "cuda/sm90/softcap_mode.h"
+
+namespace longattn::cuda {
+namespace {
+
+using detail::DenseTile;
+using detail::Force;
+using detail::KvLayout;
+using sm90::Kernel;
+
+bool decide(Force f, bool rule) { return f == Force::rule ? rule : f == Force::on; }
+
+Kernel forced_dense(DenseTile t, Kernel rule) {
+  switch (t) {
+    case DenseTile::full: return Kernel::dense;
+    case DenseTile::causal: return Kernel::dense_causal;
+    case DenseTile::wide: return Kernel::dense_wide;
+    default: return rule;
+  }
+}
+
+// Split-KV of a dense batch-1 call whose tiles fill too few SMs (schedule_rule.h kv_splits).
+int64_t plan_splits(const detail::Problem& p, const detail::Overrides& ov, const sm90::TileConfig& t,
+                    int64_t tiles, int num_sms) {
+  const int64_t key_blocks = (p.max_seq_k + t.block_n - 1) / t.block_n;
+  int64_t s = sm90::kv_splits(tiles, num_sms, key_blocks);
+  if (ov.kv_splits == 0) s = 1;
+  if (ov.kv_splits > 0) s = std::min<int64_t>(ov.kv_splits, std::max<int64_t>(1, key_blocks));
+  if (tiles * s >= INT32_MAX - 4096) s = 1;
+  return s;
+}
+
+}  // namespace
+
+Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overrides& ov, int num_sms,
+                    int64_t l2_bytes, ForwardPlan* out) {
+  ForwardPlan pl;
+  const bool causal = p.mask.causal;
+  const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
+  const bool split_dims = p.dim_qk != p.dim_v;
+  const bool paged = p.kv == KvLayout::paged;
+  const int d = int(p.dim_qk), dv = int(p.dim_v);
+  // Which kernel: the dense kinds serve plain attention; sinks, softcap, windows and chunks
+  // the feature kind; per-sequence extents (ragged q / k, seqused_k), paged K/V and split
+  // head dims the ragged / paged kinds.
+  bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged || split_dims;
+  bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged;
+  // The feature kernels' mask arithmetic is 32-bit (mask.cuh).
+  const bool feat_fits = 2 * (p.max_seq_q + p.max_seq_k) <= INT32_MAX - 4096;
+  if (features && !feat_fits)
+    return Status::NotSupported("sinks/softcap/windows/chunks with seq_q + seq_k beyond 2^30 not supported by the CUDA backend yet");
+  const Kernel dense = forced_dense(ov.tile, sm90::dense_kernel(d, causal, p.max_seq_k));
+  const sm90::TileConfig unpacked_tile = paged      ? sm90::paged_tile(d, dv)
+                                         : ragged   ? sm90::ragged_tile(d, dv)
+                                         : features ? sm90::feature_tile(d)
+                                                    : sm90::kernel_tile(dense, d, d);
+  // Packed GQA (pack_gqa.h): the ragged (paged) kernel with tiles of the g query heads of one
+  // kv head, decided against the unpacked call's split-KV (dense batch-1 calls only).
+  const int pack_block_m = sm90::ragged_tile(d).block_m;
+  const int pack_shift = split_dims || !feat_fits ? 0 : sm90::pack_gqa_shift(p.group, pack_block_m);
+  bool pack = false;
+  if (pack_shift > 0) {
+    sm90::PackQuery q;
+    q.group = p.group;
+    q.seq_q = p.max_seq_q;
+    q.batch = p.batch;
+    q.heads_q = p.heads_q;
+    q.block_m = pack_block_m;
+    q.unpacked_block_m = unpacked_tile.block_m;
+    q.sms = num_sms;
+    if (!features && p.batch == 1) {
+      const int64_t tiles = (p.max_seq_q + unpacked_tile.block_m - 1) / unpacked_tile.block_m * p.heads_q;
+      q.splits = plan_splits(p, ov, unpacked_tile, tiles, num_sms);
+    }
+    pack = decide(ov.pack_gqa, sm90::pack_gqa_worth(q));
+  }
+  if (pack) ragged = features = true;
+  pl.kernel = paged      ? (pack ? Kernel::paged_packed : Kernel::paged)
+              : ragged   ? (pack ? Kernel::ragged_packed : Kernel::ragged)
+              : features ? Kernel::feature
+                         : dense;
+  pl.tile = sm90::kernel_tile(pl.kernel, d, dv);
+  const sm90::TileConfig& tc = pl.tile;
+
+  // Paged K/V, any page size: each K/V tile is loaded as boxes of 2^box_shift rows that never
+  // cross a page (paged_kv.cuh). Table offsets are 32-bit in the producer.
+  if (paged) {
+    pl.box_shift = sm90::box_shift_for(p.page_size, tc.block_n);
+    if (pl.box_shift < sm90::kMinBoxShift)
+      return Status::NotSupported("page_table: page size " + std::to_string(p.page_size) + " (a multiple of " +
+                                  std::to_string(1 << sm90::kMinBoxShift) + " is needed) not supported by the CUDA backend yet");
+    int bn_shift = 0;
+    while ((1 << bn_shift) < tc.block_n) ++bn_shift;
+    // How tiles shorter than a page are filled (page_math.h paged_mode_for); the hdim-256
+    // paged kernel has no team modes (tile_size.h paged_team_ok): TMA boxes.
+    pl.paged_mode = sm90::kPagedTma;
+    if (sm90::paged_team_ok(tc)) {
+      pl.paged_mode = sm90::paged_mode_for(pl.box_shift, tc.block_n);
+      if (ov.paged_fill != detail::PagedFill::rule && (1 << pl.box_shift) < tc.block_n)
+        pl.paged_mode = int(ov.paged_fill);
+    }
+    // Grouped V: boxes of 16 .. block_n / 2 rows load V with every 64-column chunk in one TMA,
+    // into the grouped V layout (params.h v_group_shift). Grouped K likewise (params.h
+    // k_grouped), where the pages are uniformly strided (page stride = page_size x row
+    // stride) and the pool has fewer than 2^32 rows (the producer's 32-bit pool row).
+    pl.v_grouped = pl.box_shift >= 4 && pl.box_shift < bn_shift && pl.paged_mode != sm90::kPagedGather &&
+                   ov.paged_group_v;
+    pl.k_grouped = pl.v_grouped && a.k.stride[0] == a.k.shape[1] * a.k.stride[1] &&
+                   a.k.shape[0] * a.k.shape[1] < (int64_t(1) << 32) && ov.paged_group_k;
+  }
+
+  // The scheduler's tile space: (batch, head, q-block); packed: (batch, kv head, packed q-block).
+  pl.pack_shift = pack ? pack_shift : 0;
+  pl.sched_heads = pack ? p.heads_kv : p.heads_q;
+  const int64_t rows_per_tile = pack ? (tc.block_m >> pack_shift) : tc.block_m;
+  pl.num_m_blocks = (p.max_seq_q + rows_per_tile - 1) / rows_per_tile;
+  const int64_t tiles = pl.num_m_blocks * pl.sched_heads * p.batch;
+  if (tiles >= INT32_MAX - 4096) return Status::NotSupported("2^31 or more query tiles not supported by the CUDA backend yet");
+
+  // Split-KV: dense kinds only (a sink would count once per split).
+  if (!features && p.batch == 1) pl.kv_splits = plan_splits(p, ov, tc, tiles, num_sms);
+
+  // Softcap: the fixed-max update where P keeps its range (bf16 in, cap <= 52), else fused.
+  if (p.softcap > 0.f) {
+    const bool fixed = decide(ov.softcap_fixed, true) &&
+                       sm90::softcap_fixed_ok(p.in_dtype == DType::bf16, double(p.softcap));
+    pl.softcap_mode = fixed ? sm90::kCapFixed : sm90::kCapFused;
+  }
+  pl.rescale_threshold = ov.rescale_threshold;
+
+  // Tile order (schedule_rule.h: the budget rule; scheduler.cuh).
+  const int64_t budget = sm90::l2_budget(a.l2_budget_bytes, l2_bytes);
+  const int64_t grid = std::min<int64_t>(tiles * pl.kv_splits, num_sms);
+  const int64_t pairs = pl.sched_heads * p.batch * pl.kv_splits;
+  pl.section_bh = sm90::section_pairs(causal, pairs, pl.num_m_blocks, grid, pack ? 1 : p.group,
+                                      p.max_seq_k * (p.dim_qk + p.dim_v) * 2 / pl.kv_splits, budget);
+  if (ov.sections == 0) pl.section_bh = pairs;
+  if (ov.sections > 0) pl.section_bh = std::min<int64_t>(ov.sections, pairs);
+  // The tile list only where lengths can differ between sequences (packed q / k, seqused_k):
+  // uniform paged or 192/128 calls keep the padded grid, which has no empty tile there and
+  // keeps one head's q-blocks together. Packed GQA runs the padded grid (the list builder
+  // counts unpacked q-blocks).
+  const bool varying = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k;
+  pl.tile_list = sm90::kernel_ragged(pl.kernel) && !pack && decide(ov.tile_list, varying);
+  // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
+  pl.list_items = p.batch * pl.num_m_blocks;
+  if (p.q_ragged) pl.list_items = std::min(pl.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);
+  // The counter: long tiles (schedule_rule.h dynamic_worth), chunked masks (their tile cost is
+  // a sawtooth over the q-blocks, not the causal ramp the snake assumes) and ragged tile lists
+  // (sequence-major: a cost sawtooth too).
+  pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || pl.tile_list ||
+                                      sm90::dynamic_worth((p.max_seq_k + tc.block_n - 1) / tc.block_n));
+  *out = pl;
+  return Status::Ok();
+}
+
+}  // namespace longattn::cuda

@@ -1,0 +1,253 @@
+// The consumer warpgroups' loop: each owns 64 query rows of the tile. S = Q K^T (wgmma SS),
+// online softmax in registers, O += P V (wgmma RS, P never leaves registers). Inside a
+// consumer, S[j-1] is issued before P[j] V[j] and the softmax of S[j-1] runs while P[j] V[j]
+// is in flight (FlashAttention-3 intra-warpgroup overlap); between the two consumer
+// warpgroups, GEMM turns alternate (ping-pong).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/ptx/sync.cuh"
+#include "cuda/ptx/tma.cuh"
+#include "cuda/ptx/wgmma.cuh"
+#include "cuda/sm90/epilogue.cuh"
+#include "cuda/sm90/gemm.cuh"
+#include "cuda/sm90/page_math.h"
+#include "cuda/sm90/params.h"
+#include "cuda/sm90/pipeline.cuh"
+#include "cuda/sm90/scheduler.cuh"
+#include "cuda/sm90/softcap_mode.h"
+#include "cuda/sm90/softmax.cuh"
+#include "cuda/sm90/tail_rows.cuh"
+#include "cuda/sm90/tile_work.cuh"
+
+namespace longattn::cuda::sm90 {
+
+// Ping-pong between consumer warpgroups: a warpgroup issues its GEMMs only in its turn
+// (named barrier 1 + wg) and then passes the turn on, so one warpgroup's softmax runs while
+// the other's GEMMs occupy the tensor cores. Every warpgroup runs the same number of GEMM
+// rounds (all work on the same tile), which keeps the turns aligned.
+template <class Cfg>
+struct PingPong {
+  int wg;
+  static constexpr bool kOn = Cfg::kWGs > 1;
+  __device__ void init() const {
+    if (kOn && wg == Cfg::kWGs - 1) ptx::named_arrive(1, 256);  // warpgroup 0 starts
+  }
+  __device__ void wait_turn() const {
+    if (kOn) ptx::named_sync(1 + wg, 256);
+  }
+  __device__ void pass_turn() const {
+    if (kOn) ptx::named_arrive(1 + (wg + 1) % Cfg::kWGs, 256);
+  }
+};
+
+template <class Cfg>
+__device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::Smem sm, int wg, int tid) {
+  constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDimV / 2, kNP = Cfg::kBlockN / 4;
+  const int warp = tid / 32, lane = tid % 32;
+  const int row0 = wg * 64 + warp * 16 + lane / 4;  // this thread's first row in the tile
+  PipeState<Cfg::kStages> ks, vs;
+  PipeState<Cfg::kQStages> qs;
+  auto release = [&](uint64_t* bar) {
+    if (lane == 0) ptx::mbar_arrive(bar);
+  };
+  const PingPong<Cfg> turn{wg};
+  turn.init();
+  // A K / V stage is ready: its full barrier completed. Paged gather (cp.async, generic proxy)
+  // then needs a proxy fence before this thread's wgmmas read it (paged_kv.cuh team_load).
+  auto wait_full = [&](uint64_t* bar, uint32_t phase) {
+    ptx::mbar_wait(bar, phase);
+    if constexpr (Cfg::kPagedTeam) {
+      if (p.paged_mode == kPagedGather) ptx::fence_proxy_async_smem();
+    }
+  };
+  // Fixed-max softcap (softcap_mode.h): bf16 kernels, not the three-warpgroup hdim-64 tile
+  // (its consumer, at 160 registers, spilled 16 bytes with it); elsewhere the host sends
+  // kCapFused.
+  constexpr bool kFixedOk = Cfg::kFeat && (Cfg::kHeadDim > 64 || Cfg::kWGs == 2) &&
+                            std::is_same_v<typename Cfg::Element, __nv_bfloat16>;
+
+  for (int64_t k = 0;; ++k) {
+    const int64_t t = [&]() -> int64_t {
+      if constexpr (Cfg::kDynamic) {  // the id the producer published with this tile's Q
+        if (p.tile_counter)
+          return DynamicTiles<Cfg::kQStages>{DynamicTiles<Cfg::kQStages>::slots()}.next(qs.stage, qs.phase,
+                                                                                        sm.q_full(qs.stage));
+      }
+      return TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
+    }();
+    if (t < 0) break;
+    const TileCoord tc = TileScheduler::decode<Cfg::kRagged>(p, t);
+    if (Cfg::kRagged && tc.b < 0) break;  // tile list padding: no more work
+    // Logit scale of the feature kernel (log2 units), the softcap folded in.
+    const float sl2 = p.feat_scale_log2;
+    const TileWork<Cfg> w = tile_work<Cfg>(p, tc);
+    const auto& mask = w.mask;
+    const int64_t lo = w.lo, hi = w.hi;
+    // Element masks: dense kernels on blocks j >= j_mask (key tail, causal diagonal); the
+    // feature kernel on every block outside [ja, ja + width) (unsigned compare, 32-bit:
+    // fewer live registers in the hdim-256 consumer).
+    const int64_t j_mask = Cfg::kFeat ? 0 : mask.first_masked_block();
+    int32_t ja = 0;
+    uint32_t width = 0;
+    if constexpr (Cfg::kFeat) {
+      int64_t a, b;
+      mask.unmasked_blocks(Cfg::kRagged ? int64_t(w.sc.q_len) : p.seq_q, &a, &b);
+      ja = int32_t(a);
+      width = b > a ? uint32_t(b - a) : 0u;
+    }
+    // Read from the params at each use: a bool held through the loop cost the hdim-256
+    // consumer a register (it spilled).
+    auto fixed_cap = [&] { return kFixedOk && p.softcap_in != 0.f && p.softcap_mode == kCapFixed; };
+    // Feature kernel: on blocks with an element mask, softcap on the raw logits, then the
+    // mask (tanh(-inf) = -1 would unmask a key); elsewhere the softmax update caps.
+    bool fused_cap = false;
+    auto mask_s = [&](float(&s)[kNS], int64_t j) {
+      if constexpr (Cfg::kFeat) {
+        const bool edge = uint32_t(int32_t(j) - ja) >= width;
+        fused_cap = p.softcap_in != 0.f && !edge;
+        if (p.softcap_in != 0.f && edge) softcap(s, p.softcap_in);
+        if (edge) mask.apply(s, j, row0, lane);
+      } else {
+        if (j >= j_mask) mask.apply(s, j, row0, lane);
+      }
+    };
+
+    float o[kNO];
+#pragma unroll
+    for (int i = 0; i < kNO; ++i) o[i] = 0.f;
+    OnlineSoftmax smx;
+    smx.init();
+    if constexpr (Cfg::kFeat) {
+      if constexpr (Cfg::kPack) {  // the rows' own heads (tc.h is the kv head)
+        if (p.sinks) {
+          const int32_t gm = (1 << p.pack_shift) - 1, h0 = tc.h << p.pack_shift;
+          smx.init_sink_rows(p.sinks[(h0 + (row0 & gm)) * p.sinks_stride] * p.sink_to_raw,
+                             p.sinks[(h0 + ((row0 + 8) & gm)) * p.sinks_stride] * p.sink_to_raw, lane);
+        }
+      } else {
+        if (p.sinks) smx.init_sink(p.sinks[tc.h * p.sinks_stride] * p.sink_to_raw, lane);
+      }
+      if (fixed_cap()) smx.fix_max(sl2);
+    }
+    float factor[2];
+    auto softmax_update = [&](float(&s)[kNS]) -> bool {
+      if constexpr (Cfg::kFeat) {
+        if (fused_cap) {
+          if (fixed_cap()) return smx.template update_fixed<true>(s, p.softcap_in, sl2, factor);
+          return smx.update_capped(s, p.softcap_in, sl2, p.rescale_threshold, factor);
+        }
+        if (fixed_cap()) return smx.template update_fixed<false>(s, 0.f, sl2, factor);  // capped, masked
+        return smx.update(s, sl2, p.rescale_threshold, factor);
+      } else {
+        return smx.update(s, p.scale_log2, p.rescale_threshold, factor);
+      }
+    };
+
+    // Ragged kernel: a sequence's last key block may end inside its V tile (block hi - 1);
+    // its rows past the end are cleared before the P.V that reads them (tail_rows.cuh).
+    // Full tiles pay a compare. The dense kernels' K/V maps end at seq_k, so TMA already
+    // fills their tails with zeros.
+    auto clear_v_tail = [&] {
+      if constexpr (Cfg::kPagedTeam) {  // gathered V: the copies zero-filled the tail rows
+        if (p.paged_mode == kPagedGather) return;
+      }
+      if constexpr (Cfg::kRagged) {
+        const int32_t n = mask.sk - int32_t(hi - 1) * Cfg::kBlockN;
+        if (n < Cfg::kBlockN) {
+          wait_full(sm.v_full(vs.stage), vs.phase);
+          clear_tail_rows<Cfg>(sm.v(vs.stage), n, wg * 128 + tid, uint32_t(p.v_group_shift));
+        }
+      }
+    };
+
+    const uint8_t* q_wg = sm.q(qs.stage) + wg * 64 * 128;  // 64-row slice of every Q chunk
+    uint64_t* q_empty = sm.q_empty(qs.stage);
+    ptx::mbar_wait(sm.q_full(qs.stage), qs.phase);
+    qs.advance();
+    if (hi > lo) {
+      float s[kNS];
+      uint32_t pf[kNP];
+      int64_t j = hi - 1;
+      wait_full(sm.k_full(ks.stage), ks.phase);
+      turn.wait_turn();
+      gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage), uint32_t(p.k_grouped));
+      turn.pass_turn();
+      ptx::wgmma_wait<0>();
+      ptx::pin(s);
+      release(sm.k_empty(ks.stage));
+      ks.advance();
+      if (j == lo) release(q_empty);
+      mask_s(s, j);
+      softmax_update(s);
+      ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
+      bool rescale = false;  // O rescale owed by the last softmax, applied before the next P.V
+
+      for (j = hi - 2; j >= lo; --j) {
+        wait_full(sm.k_full(ks.stage), ks.phase);
+        if (j == hi - 2) clear_v_tail();  // V[hi - 1], read by this iteration's P.V
+        turn.wait_turn();
+        gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage), uint32_t(p.k_grouped));
+        // Rescale O while S runs on the tensor cores (FlashAttention-3 order): O is not an
+        // operand of any wgmma in flight here.
+        if (rescale) rescale_rows(o, factor);
+        wait_full(sm.v_full(vs.stage), vs.phase);
+        gemm_pv<Cfg>(o, pf, sm.v(vs.stage), uint32_t(p.v_group_shift));
+        turn.pass_turn();
+        ptx::wgmma_wait<1>();
+        ptx::pin(s);
+        release(sm.k_empty(ks.stage));
+        ks.advance();
+        if (j == lo) release(q_empty);
+        mask_s(s, j);
+        const bool moved = softmax_update(s);
+        rescale = moved || p.rescale_threshold <= 0.f;
+        ptx::wgmma_wait<0>();
+        ptx::pin(o);
+        release(sm.v_empty(vs.stage));
+        vs.advance();
+        ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
+      }
+      if (rescale) rescale_rows(o, factor);
+      wait_full(sm.v_full(vs.stage), vs.phase);
+      if (lo == hi - 1) clear_v_tail();  // a single key block: V[lo] is V[hi - 1]
+      turn.wait_turn();
+      gemm_pv<Cfg>(o, pf, sm.v(vs.stage), uint32_t(p.v_group_shift));
+      turn.pass_turn();
+      ptx::wgmma_wait<0>();
+      ptx::pin(o);
+      release(sm.v_empty(vs.stage));
+      vs.advance();
+    } else {
+      release(q_empty);
+    }
+
+    float inv[2], lse[2];
+    if constexpr (Cfg::kFeat) {
+      smx.finalize(sl2, inv, lse);
+    } else {
+      smx.finalize(p.scale_log2, inv, lse);
+    }
+    rescale_rows(o, inv);
+    if constexpr (Cfg::kPack) {  // rows scattered back to (position, head)
+      const SeqCoord e = seq_coord(p, tc.b);
+      const int64_t pos0 = int64_t(e.q0) + int64_t(tc.m_block) * (Cfg::kBlockM >> p.pack_shift);
+      store_packed(p, o, lse, tc.b, tc.h, pos0, row0, lane, int64_t(e.q0) + e.q_len);
+    } else if constexpr (Cfg::kRagged) {  // rows of this sequence in the token dimension
+      const SeqCoord e = seq_coord(p, tc.b);  // re-read: not held in registers through the loop
+      const int64_t row = int64_t(e.q0) + tc.m_block * Cfg::kBlockM + row0;
+      store_o(p, o, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
+      store_lse(p, lse, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
+    } else {
+      const int64_t row = tc.m_block * Cfg::kBlockM + row0;
+      store_o(p, o, tc.b, tc.h, row, lane, p.seq_q);
+      store_lse(p, lse, tc.b, tc.h, row, lane, p.seq_q);
+    }
+  }
+}
+
+}  // namespace longattn::cuda::sm90

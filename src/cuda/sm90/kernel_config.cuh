@@ -1,0 +1,52 @@
+// The compile-time configuration of one forward kernel: element type, head dims, and the
+// named kernel kind (tile_size.h Kernel), from which the features it compiles and its tile
+// follow.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/sm90/smem_layout.cuh"
+#include "cuda/sm90/tile_size.h"
+
+namespace longattn::cuda::sm90 {
+
+// kHeadDimV_: v's head dim when it differs from q / k's (192 / 128; ragged kinds only).
+template <class T, int kHeadDim_, int kHeadDimV_, Kernel kKind_>
+struct KernelConfig {
+  using Element = T;
+  static constexpr Kernel kKind = kKind_;
+  // Sinks, softcap, windows, chunks as run-time predicates; the dense kinds compile none of it.
+  static constexpr bool kFeat = kernel_features(kKind_);
+  // Per-sequence starts and lengths read per tile (cu_seqlens, seqused_k).
+  static constexpr bool kRagged = kernel_ragged(kKind_);
+  // Paged K/V: only the producer differs (it resolves each K/V tile's pages; paged_kv.cuh).
+  static constexpr bool kPaged = kernel_paged(kKind_);
+  // Packed GQA tiles (pack_gqa.h): a tile is (batch, kv head, packed q-block), its rows the g
+  // query heads of the kv head at kBlockM / g positions.
+  static constexpr bool kPack = kernel_packed(kKind_);
+  static constexpr TileConfig kTile = kernel_tile(kKind_, kHeadDim_, kHeadDimV_);
+  static constexpr int kHeadDim = kHeadDim_, kHeadDimV = kHeadDimV_;
+  // Paged producer-team modes (lanes / gather, page_math.h PagedMode) compiled in.
+  static constexpr bool kPagedTeam = kPaged && paged_team_ok(kTile);
+  static constexpr int kBlockM = kTile.block_m;
+  static constexpr int kBlockN = kTile.block_n;
+  static constexpr int kStages = kTile.stages;
+  static constexpr int kQStages = kTile.q_stages;
+  static constexpr int kWGs = kTile.consumer_wgs;
+  static constexpr int kThreads = 128 * (kWGs + 1);
+  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages, kHeadDimV>;
+  static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
+  // Dynamic tile assignment compiled in (used when FwdParams::tile_counter is set): the
+  // kernels with the sectioned LPT schedule (scheduler.cuh DynamicTiles).
+  // NOTES: not the three-warpgroup hdim-64 tile (consumers at 160 registers spilled 4 bytes).
+  // Nor the wide non-causal dense tiles (the 128 x 176 consumer spilled 28 bytes): uniform
+  // tiles gain nothing from it. Nor the hdim-64 paged kernel (it spilled 8 bytes).
+  static constexpr bool kDynamic = kTile.lpt_sections && kTile.consumer_wgs == 2 &&
+                                   (kKind_ == Kernel::dense_causal || kFeat) && !(kPaged && kHeadDim_ <= 64);
+  static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
+  static_assert(kBlockN % 16 == 0 && kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "wgmma k16 steps / 128B chunks");
+  static_assert(kHeadDimV == kHeadDim || kRagged, "split head dims run the ragged kernels only");
+  static_assert(!kPack || kHeadDimV == kHeadDim, "packed GQA: equal q / v head dims");
+};
+
+}  // namespace longattn::cuda::sm90
