@@ -143,7 +143,7 @@ inline V softcap(V s2, V c2, V inv_c2) {
 // P goes where the policy wants it (Mma::store_p2: in place as f32 for the FMA kernels,
 // bf16 into `pbuf` for the AMX kernel, saving a conversion pass).
 LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float* l, float* o, int64_t dv_pad,
-                          bool lazy, float scale, float* pbuf) {
+                          float scale, float* pbuf) {
   // Two passes over the rows: all maxima (and rescales) first, then all exponentials.
   // Rows go in groups of kG with the group's rows innermost: kG independent max / sum
   // chains instead of one (perf put ~11% of the AMX kernel's samples on the single vmaxps
@@ -163,8 +163,7 @@ LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float*
       float mu = m[r];
       // mu == -inf: mu + 8 == -inf, so any finite tile max triggers the first "rescale"
       // (alpha = 2^-inf = 0 on an all-zero O). NaN compares false and flows through P.
-      const bool grow = lazy ? (mt > mu + kRescaleThreshold) : (mt > mu);
-      if (grow) {
+      if (mt > mu + kRescaleThreshold) {
         const float alpha = __builtin_exp2f(mu - mt);
         l[r] *= alpha;
         const V va = Simd::set1(alpha);
@@ -357,7 +356,7 @@ bool process_item(const KernelConst& kc, const ItemView& it, float* scratch) {
           for (int64_t c = b; c < c1; ++c) *Mma::s_at(S, r, int(c)) = kNegInf;
         }
       }
-      softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, kc.lazy_rescale, sm_scale, P);
+      softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, sm_scale, P);
       if (!full && v_nonfinite)
         pv_strip_masked(S, P, c0, c1, Vt, dv, dvp, O + s0 * dvp, lo, hi, j0);
       else
