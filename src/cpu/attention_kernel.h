@@ -21,9 +21,9 @@
 #error "define LONGATTN_CPU_NS before including attention_kernel.h"
 #endif
 
-// Keys per tile (FMA kernels; the AMX kernel sets 128). 64 keeps an f32 K or V tile of head
+// Keys per tile (FMA kernels; the AMX kernels set 256). 64 keeps an f32 K or V tile of head
 // dim 128 at 32 KB, the P strip at MR x 64 floats, and amortizes the O-strip loads/stores
-// of O += PV over 64 FMAs; 32 and 128 measured no better for f32.
+// of O += PV over 64 FMAs; 32 and 128 were no faster for f32.
 #ifndef LONGATTN_CPU_BN
 #define LONGATTN_CPU_BN 64
 #endif
@@ -73,7 +73,10 @@ constexpr float kLn2 = 0.69314718055994531f;
 #define LONGATTN_CPU_PREFETCH_TILES 1
 #endif
 constexpr int kPrefetchTiles = LONGATTN_CPU_PREFETCH_TILES;
-// Lazy rescale threshold (log2 units): P may reach 2^8 before O is rescaled.
+// Lazy rescale threshold (log2 units): O and l are rescaled only when a row's max grew by
+// more than this, so P may reach 2^8 (harmless in fp32 accumulators) and most tiles skip the
+// pass over O once the max settles. The decision depends only on the row's own values, so
+// results stay bitwise identical for any thread count.
 constexpr float kRescaleThreshold = 8.0f;
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -146,9 +149,9 @@ LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float*
                           float scale, float* pbuf) {
   // Two passes over the rows: all maxima (and rescales) first, then all exponentials.
   // Rows go in groups of kG with the group's rows innermost: kG independent max / sum
-  // chains instead of one (perf put ~11% of the AMX kernel's samples on the single vmaxps
-  // chain per row; +2-5% measured), and with the AMX tile layout of S the group's vectors
-  // are adjacent. Each row still sees its columns in the same order: same bits as before.
+  // chains instead of one (a single chain per row waits on vmaxps latency), and with the
+  // AMX tile layout of S the group's vectors are adjacent. Each row still sees its columns
+  // in the same order, so the bits equal a row-at-a-time loop.
   constexpr int kG = MR % 4 == 0 ? 4 : 2;
   static_assert(MR % kG == 0, "row groups tile the strip");
   float msub[MR];
