@@ -48,7 +48,8 @@ std::string describe_backend(Backend b, int threads, CpuIsa isa) {
     return name.empty() ? "cuda" : "cuda (" + name + ")";
   }
   // The reference backend reads no environment variable: 0 means every hardware thread.
-  const int t = b == Backend::reference && threads <= 0 ? int(std::thread::hardware_concurrency()) : cpu_threads(threads);
+  const int t = b == Backend::reference && threads <= 0 ? int(std::thread::hardware_concurrency())
+                                                        : cpu_threads(threads);
   std::string s = std::string(backend_name(b)) + " (" + std::to_string(t) + " threads";
   if (b == Backend::cpu) {
     if (isa == CpuIsa::automatic)  // what automatic resolves to: the widest available

@@ -73,7 +73,8 @@ bool isa_available(CpuIsa isa) {
 
 const CpuKernel& select_kernel(DType in, CpuIsa isa) {
   const Features f = features();
-  if (isa == CpuIsa::automatic) isa = f.amx ? CpuIsa::amx : f.avx512 ? CpuIsa::avx512 : f.avx2 ? CpuIsa::avx2 : CpuIsa::portable;
+  if (isa == CpuIsa::automatic)
+    isa = f.amx ? CpuIsa::amx : f.avx512 ? CpuIsa::avx512 : f.avx2 ? CpuIsa::avx2 : CpuIsa::portable;
 #if defined(__x86_64__)
   switch (isa) {
     case CpuIsa::amx:

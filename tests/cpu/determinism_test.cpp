@@ -88,7 +88,8 @@ TEST(CpuThreads, EnvironmentVariable) {
   CaseSpec s = specs()[0];
   Case c = make_case(s);
   const Outputs ref = run_cpu(c, 1);
-  const std::pair<const char*, int> values[] = {{"1", 1}, {"3", 3}, {"0", hw}, {"-2", hw}, {"abc", hw}, {"", hw}};
+  const std::pair<const char*, int> values[] = {{"1", 1},   {"3", 3},    {"0", hw},
+                                                {"-2", hw}, {"abc", hw}, {"", hw}};
   for (auto [v, want] : values) {
     const int t = detail::cpu::resolve_threads(0, v);
     EXPECT_EQ(t, want) << "LONGATTN_NUM_THREADS=" << v;
