@@ -58,7 +58,7 @@ int bench_command(const std::vector<std::string>& args) {
     Inputs probe = make_inputs(first);
     std::printf("bench: %s\n", describe_problem(first, probe).c_str());
     for (Backend b : bo.backends)
-      std::printf("backend: %s\n", describe_backend(b, bo.base.threads).c_str());
+      std::printf("backend: %s\n", describe_backend(b, bo.base.threads, bo.base.cpu_isa).c_str());
     std::printf("%8s %6s", "seq", "batch");
     for (Backend b : bo.backends)
       std::printf(" | %12s %17s", (std::string(backend_name(b)) + " ms").c_str(),
@@ -113,7 +113,7 @@ int bench_command(const std::vector<std::string>& args) {
         JsonLine j;
         j.str("command", "bench")
             .str("problem", describe_problem(o, in))
-            .str("backend", describe_backend(b, o.threads))
+            .str("backend", describe_backend(b, o.threads, o.cpu_isa))
             .num("seq", double(seq))
             .num("batch", double(o.batch))
             .num("median_ms", t.median_ms)

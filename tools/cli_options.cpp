@@ -102,6 +102,7 @@ const std::map<std::string, Spec>& run_specs() {
       {"--backend", {true, [](RunOptions& o, const std::string& v) { o.backend = parse_backend("--backend", v); }}},
       {"--device", {true, [](RunOptions& o, const std::string& v) { o.device = static_cast<int>(parse_int("--device", v, 0)); }}},
       {"--threads", {true, [](RunOptions& o, const std::string& v) { o.threads = static_cast<int>(parse_int("--threads", v, 0)); }}},
+      {"--cpu-isa", {true, [](RunOptions& o, const std::string& v) { o.cpu_isa = parse_cpu_isa("--cpu-isa", v); }}},
       {"--repeat", {true, [](RunOptions& o, const std::string& v) { o.repeat = static_cast<int>(parse_int("--repeat", v, 1)); }}},
       {"--warmup", {true, [](RunOptions& o, const std::string& v) { o.warmup = static_cast<int>(parse_int("--warmup", v, 0)); }}},
       {"--check-rows", {true, [](RunOptions& o, const std::string& v) { o.check_rows = parse_int("--check-rows", v, 0); }}},
@@ -189,6 +190,12 @@ Backend parse_backend(const std::string& opt, const std::string& v) {
   throw UsageError(opt + ": unknown backend '" + v + "' (auto, reference, cpu, cuda)");
 }
 
+CpuIsa parse_cpu_isa(const std::string& opt, const std::string& v) {
+  for (CpuIsa i : {CpuIsa::automatic, CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512, CpuIsa::amx})
+    if (v == cpu_isa_name(i)) return i;
+  throw UsageError(opt + ": unknown CPU instruction set '" + v + "' (auto, portable, avx2, avx512, amx)");
+}
+
 RunOptions parse_run_options(const std::vector<std::string>& args) {
   RunOptions o;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -265,7 +272,11 @@ problem (defaults: bf16, batch 1, seq 4096, 32 query / 8 kv heads, dim 128, caus
 
 execution:
   --backend B          auto (cuda if available, else cpu), reference, cpu, cuda
-  --threads N          CPU threads (0: LONGATTN_NUM_THREADS or all cores)
+  --threads N          CPU backend threads (default 0: the environment variable
+                       LONGATTN_NUM_THREADS if set, else every hardware thread)
+  --cpu-isa I          CPU backend kernel: auto (widest available, default), portable,
+                       avx2, avx512, amx (bf16/e4m3/f32 on AMX tiles); an ISA this CPU
+                       lacks is refused (exit 2)
   --device N           CUDA device ordinal (default 0)
   --repeat N           timed runs, median reported (default 3 cpu/reference, 20 cuda)
   --warmup N           untimed runs first (default 1)

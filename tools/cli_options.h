@@ -31,7 +31,8 @@ struct RunOptions {
   std::vector<int64_t> ragged_q, ragged_k;  // per-sequence lengths; empty: dense
   int64_t page_size = 0;                    // > 0: paged K/V
   Backend backend = Backend::automatic;
-  int threads = 0;
+  int threads = 0;                       // Args::num_threads
+  CpuIsa cpu_isa = CpuIsa::automatic;    // Args::cpu_isa
   int device = 0;  // CUDA device ordinal
   int repeat = 0;  // timed runs; 0: backend default
   int warmup = 1;
@@ -67,8 +68,10 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args);
 /// Help text of the whole tool.
 std::string usage_text();
 
-/// Parsers shared with tests ("bf16" -> DType::bf16, "auto" -> Backend::automatic...).
+/// Parsers shared with tests ("bf16" -> DType::bf16, "auto" -> Backend::automatic,
+/// "avx512" -> CpuIsa::avx512...).
 DType parse_dtype(const std::string& opt, const std::string& v);
 Backend parse_backend(const std::string& opt, const std::string& v);
+CpuIsa parse_cpu_isa(const std::string& opt, const std::string& v);
 
 }  // namespace longattn::tools

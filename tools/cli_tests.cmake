@@ -35,6 +35,8 @@ cli_case(feat_dim_v 0 "PASS" run ${_small} --backend cpu --dim-v 32)
 cli_case(feat_f16_f32out 0 "f16->f32.*PASS" run ${_small} --backend cpu --dtype f16 --out-dtype f32)
 cli_case(feat_f32 0 "PASS" run ${_small} --backend cpu --dtype f32)
 cli_case(feat_e4m3 0 "e4m3->bf16.*PASS" run ${_small} --backend cpu --dtype e4m3)
+# Args::cpu_isa through --cpu-isa (portable runs on every CPU).
+cli_case(cpu_isa_portable 0 "backend: cpu \\([0-9]+ threads, portable\\).*PASS" run ${_small} --backend cpu --cpu-isa portable --dtype f32)
 # The check can fail: a damaged output must be caught (exit 1).
 cli_case(check_catches_error 1 "FAIL" run ${_small} --backend cpu --corrupt value)
 cli_case(check_catches_nan 1 "1 output elements are NaN" run ${_small} --backend cpu --corrupt nan)
@@ -47,6 +49,7 @@ cli_case(bad_heads 2 "^longattn: --heads-kv: 6 does not divide 32 query heads\n$
 cli_case(bad_number 2 "^longattn: --seq: expected an integer, got 'abc'\n$" run --seq abc)
 cli_case(bad_dtype 2 "--dtype: unknown dtype 'f64'" run --dtype f64)
 cli_case(bad_missing_value 2 "--batch: missing value" run --batch)
+cli_case(bad_cpu_isa 2 "^longattn: --cpu-isa: unknown CPU instruction set 'sse'" run --cpu-isa sse)
 cli_case(bad_command 2 "unknown command 'walk'" walk)
 cli_case(bad_file 2 "--q: .*cannot open" run --q /nonexistent/q.npy --k x --v y)
 # Rejected by longattn::validate: its message, exit 2.

@@ -134,6 +134,11 @@ TEST(Options, DefaultsAndErrors) {
   EXPECT_THROW(parse_run_options({"--seq", "-4"}), UsageError);
   EXPECT_THROW(parse_run_options({"--q", "a.npy"}), UsageError);
   EXPECT_THROW(parse_bench_options({"--seq", "128"}), UsageError);
+  EXPECT_EQ(o.cpu_isa, CpuIsa::automatic);
+  EXPECT_EQ(parse_run_options({"--cpu-isa", "avx2"}).cpu_isa, CpuIsa::avx2);
+  EXPECT_EQ(parse_run_options({"--cpu-isa=portable"}).cpu_isa, CpuIsa::portable);
+  EXPECT_EQ(parse_cpu_isa("--cpu-isa", "amx"), CpuIsa::amx);
+  EXPECT_THROW(parse_run_options({"--cpu-isa", "sse"}), UsageError);
   BenchOptions b = parse_bench_options({"--seqs", "128,256", "--backends", "cpu,reference"});
   EXPECT_EQ(b.seqs, (std::vector<int64_t>{128, 256}));
   EXPECT_EQ(b.backends.size(), 2u);

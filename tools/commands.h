@@ -15,8 +15,8 @@ int bench_command(const std::vector<std::string>& args);
 
 /// One line describing the problem ("bf16->bf16 batch 1 seq 4096/4096 heads 32/8 dim 128 causal").
 std::string describe_problem(const RunOptions& o, const Inputs& in);
-/// "cpu (2 threads)", "cuda (NVIDIA H100 80GB HBM3)", ...
-std::string describe_backend(Backend b, int threads);
+/// "cpu (2 threads, avx512)", "reference (2 threads)", "cuda (<device name>)", ...
+std::string describe_backend(Backend b, int threads, CpuIsa isa);
 /// Mask-aware FLOPs of the problem.
 double problem_flops(const RunOptions& o, const Inputs& in);
 

@@ -2,7 +2,6 @@
 // against the float64 reference on sampled rows; exits 1 if that check fails.
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <thread>
 
 #include "commands.h"
@@ -43,18 +42,22 @@ std::string describe_problem(const RunOptions& o, const Inputs& in) {
   return s;
 }
 
-std::string describe_backend(Backend b, int threads) {
+std::string describe_backend(Backend b, int threads, CpuIsa isa) {
   if (b == Backend::cuda) {
     std::string name = device_name();
     return name.empty() ? "cuda" : "cuda (" + name + ")";
   }
-  int t = threads;
-  if (t <= 0) {
-    const char* env = std::getenv("LONGATTN_NUM_THREADS");
-    t = env ? std::atoi(env) : 0;
+  // The reference backend reads no environment variable: 0 means every hardware thread.
+  const int t = b == Backend::reference && threads <= 0 ? int(std::thread::hardware_concurrency())
+                                                        : cpu_threads(threads);
+  std::string s = std::string(backend_name(b)) + " (" + std::to_string(t) + " threads";
+  if (b == Backend::cpu) {
+    if (isa == CpuIsa::automatic)  // what automatic resolves to: the widest available
+      for (CpuIsa i : {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512, CpuIsa::amx})
+        if (cpu_isa_available(i)) isa = i;
+    s += std::string(", ") + cpu_isa_name(isa);
   }
-  if (t <= 0) t = static_cast<int>(std::thread::hardware_concurrency());
-  return std::string(backend_name(b)) + " (" + std::to_string(t) + " threads)";
+  return s + ")";
 }
 
 double problem_flops(const RunOptions& o, const Inputs& in) {
@@ -76,7 +79,7 @@ int run_command(const std::vector<std::string>& args) {
   }
   if (!o.quiet && !o.json) {
     std::printf("problem: %s\n", describe_problem(o, in).c_str());
-    std::printf("backend: %s\n", describe_backend(backend, o.threads).c_str());
+    std::printf("backend: %s\n", describe_backend(backend, o.threads, o.cpu_isa).c_str());
     std::fflush(stdout);
   }
   launch.prepare();
@@ -101,7 +104,7 @@ int run_command(const std::vector<std::string>& args) {
     JsonLine j;
     j.str("command", "run")
         .str("problem", describe_problem(o, in))
-        .str("backend", describe_backend(backend, o.threads))
+        .str("backend", describe_backend(backend, o.threads, o.cpu_isa))
         .str("dtype", dtype_name(in.q.dtype)).num("batch", double(in.q_lens.size()))
         .num("seq_q", double(in.max_q())).num("seq_k", double(in.max_k()))
         .num("heads_q", double(in.heads_q)).num("heads_kv", double(in.heads_kv))

@@ -16,7 +16,7 @@ Status time_forward(Launch& l, int warmup, int repeat, Timing* t) {
   std::vector<double> ms;
   if (l.backend() == Backend::cuda) {
     // Events on the launch stream: a short kernel's time is not swamped by host overheads
-    // (a cudaDeviceSynchronize round trip is ~10-20 us, 5% of a 4k causal forward).
+    // (a cudaDeviceSynchronize round trip per run would be a visible share of it).
     DeviceTimer timer;
     for (int i = 0; i < repeat; ++i) {
       timer.start();

@@ -70,8 +70,15 @@ struct Args {
   Backend backend = Backend::automatic;
   /// cudaStream_t for the CUDA backend (nullptr: legacy default stream).
   void* stream = nullptr;
-  /// CPU backend threads (0: LONGATTN_NUM_THREADS or all hardware threads).
+  /// CPU backend threads. 0: the environment variable LONGATTN_NUM_THREADS if it holds a
+  /// positive integer, else every hardware thread (see `cpu_threads`). Must be >= 0. The
+  /// result is bitwise identical for any thread count.
   int num_threads = 0;
+  /// CPU backend: instruction set of the kernel. `automatic` picks the widest the CPU and the
+  /// operating system support; another value runs that kernel, and `forward` returns
+  /// NotSupported naming `cpu_isa` when this machine lacks it (see `cpu_isa_available`).
+  /// Ignored by the other backends.
+  CpuIsa cpu_isa = CpuIsa::automatic;
   /// CUDA backend: check device-resident page-table entries and report an out-of-range
   /// entry as an error (costs a small extra kernel).
   bool check_page_table = false;
@@ -113,6 +120,15 @@ Status combine(const CombineArgs& args);
 /// True when this build contains the CUDA backend and a device of compute capability 9.0
 /// is visible.
 bool cuda_available();
+
+/// True when the CPU backend can run kernels of `isa` on this machine (CPUID, and for amx
+/// the operating system's permission to use the tile state). `automatic` is always available.
+bool cpu_isa_available(CpuIsa isa);
+
+/// Threads the CPU backend uses for `Args::num_threads = requested` (before it caps them at
+/// the number of work items): `requested` if > 0, else LONGATTN_NUM_THREADS if that holds a
+/// positive integer (at most 4096), else every hardware thread.
+int cpu_threads(int requested);
 
 /// Library version string.
 const char* version();

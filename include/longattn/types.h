@@ -88,6 +88,21 @@ enum class Backend : uint8_t {
 /// Short name of a backend ("auto", "reference", "cpu", "cuda").
 const char* backend_name(Backend b);
 
+/// Instruction set of the CPU backend's kernels (`Args::cpu_isa`). Every value gives the
+/// same results within the accuracy contract; they differ in speed and in which execution
+/// units they occupy.
+enum class CpuIsa : uint8_t {
+  automatic,  ///< the widest this CPU and operating system support (amx, else avx512, ...)
+  portable,   ///< plain C++, any x86-64 (or other) CPU
+  avx2,       ///< AVX2 + FMA + F16C
+  avx512,     ///< AVX-512F (+ AVX2/FMA/F16C) FMA kernel, every dtype; never uses the AMX tile unit
+  amx,        ///< AMX-BF16 tiles for bf16, e4m3 and f32 inputs (f32 as three bf16 planes, fp32
+              ///< accuracy); f16 inputs run on the AVX-512 kernel
+};
+
+/// Short name of a CPU instruction set ("auto", "portable", "avx2", "avx512", "amx").
+const char* cpu_isa_name(CpuIsa isa);
+
 /// Result of an API call. `ok()` or a readable message naming the argument at fault.
 class Status {
  public:

@@ -31,6 +31,21 @@ Status require_cuda_device(const Device& d) {
 #endif
 }
 
+// Args::cpu_isa names a kernel this machine must be able to run.
+Status require_cpu_isa(CpuIsa isa) {
+  if (cpu_isa_available(isa)) return Status::Ok();
+  std::string have;
+  for (CpuIsa i : {CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512, CpuIsa::amx})
+    if (cpu_isa_available(i)) have += std::string(have.empty() ? "" : ", ") + cpu_isa_name(i);
+  return Status::NotSupported(std::string("cpu_isa: ") + cpu_isa_name(isa) +
+                              " is not available on this CPU (available: " + have + ")");
+}
+
+Status run_cpu(const Args& a, const detail::Problem& p) {
+  LONGATTN_TRY(require_cpu_isa(a.cpu_isa));
+  return detail::cpu_forward(a, p);
+}
+
 }  // namespace
 
 Status forward(const Args& a) { return detail::forward_with(a, detail::Overrides{}); }
@@ -44,14 +59,14 @@ Status detail::forward_with(const Args& a, const Overrides& ov) {
       return detail::reference_forward(a, p);
     case Backend::cpu:
       LONGATTN_TRY(require_host(a.backend, p.device));
-      return detail::cpu_forward(a, p);
+      return run_cpu(a, p);
     case Backend::cuda:
       LONGATTN_TRY(require_cuda(p.device));
       return detail::cuda_forward(a, p, ov);
     case Backend::automatic:
       // Tensors decide: host memory goes to the CPU backend; device memory can only be
       // served by the CUDA backend, and only where one exists.
-      if (p.device.kind == DeviceKind::cpu) return detail::cpu_forward(a, p);
+      if (p.device.kind == DeviceKind::cpu) return run_cpu(a, p);
       LONGATTN_TRY(require_cuda_device(p.device));
       return detail::cuda_forward(a, p, ov);
   }

@@ -39,6 +39,17 @@ const char* backend_name(Backend b) {
   return "unknown";
 }
 
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::automatic: return "auto";
+    case CpuIsa::portable: return "portable";
+    case CpuIsa::avx2: return "avx2";
+    case CpuIsa::avx512: return "avx512";
+    case CpuIsa::amx: return "amx";
+  }
+  return "unknown";
+}
+
 int64_t Tensor::numel() const {
   int64_t n = 1;
   for (int i = 0; i < rank; ++i) n *= shape[i];

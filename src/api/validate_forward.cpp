@@ -258,6 +258,8 @@ Status build_problem(const Args& a, Problem* out_problem) {
   p.mask.chunk = std::min(m.chunk_size, kHuge);
   if (a.num_threads < 0)
     return invalid("num_threads: " + to_string(a.num_threads) + ", expected >= 0 (0: automatic)");
+  if (int(a.cpu_isa) > int(CpuIsa::amx))
+    return invalid("cpu_isa: unknown value " + to_string(int(a.cpu_isa)));
   if (a.l2_budget_bytes < 0)
     return invalid("l2_budget_bytes: " + to_string(a.l2_budget_bytes) + ", expected >= 0 (0: from the device)");
   if (a.max_seqlen_q < 0)

@@ -82,8 +82,8 @@ struct AmxMma {
     }
   }
   // 16 keys k0..k0+15 (k0 % 16 == 0) at once: per d chunk, a 16x16 transpose of 32-bit
-  // units in registers (64 shuffles) instead of 256 scalar stores (measured: the scalar
-  // scatter was ~1/6 of the AMX kernel's time at head dim 128).
+  // units in registers (64 shuffles) instead of 256 scalar stores (a scalar scatter was a
+  // large share of the AMX kernel's time).
   static constexpr bool kHasK16 = true;
   static void pack_k16(float* kf, int64_t k0, const void* const* rows_in, DType t, int64_t dq, float,
                        float* tmp) {
@@ -135,10 +135,9 @@ struct AmxMma {
   }
 
   // S is kept as its 16x16 fp32 tiles, each stored contiguously: column block c / 16 holds
-  // rows 0..31 (two tiles) back to back. Measured in the QK loop (microbenchmark on this
-  // VM): 16.9 ns per TDPBF16PS at head dim 64 (11.7 at 128) against 18.2 (11.9) with tile
-  // stores at the 1 KB row stride of a row-major 32 x 256 strip. The softmax walks a row
-  // group's adjacent vectors of each block (softmax_strip's row groups).
+  // rows 0..31 (two tiles) back to back. Contiguous tile stores keep the QK loop faster than
+  // stores at the 1 KB row stride of a row-major 32 x 256 strip (docs/PERFORMANCE.md, CPU backend). The softmax
+  // walks a row group's adjacent vectors of each block (softmax_strip's row groups).
   static float* s_at(float* s, int r, int c) {
     const unsigned u = unsigned(c);  // c >= 0: shifts, not signed division
     return s + (u / 16) * (MR * 16) + r * 16 + (u % 16);
@@ -178,10 +177,8 @@ struct AmxMma {
   // of 32). Q rows are `qrow` bf16 apart (plane a at + a * qplane), K plane b at + b * kplane.
   // 16-key blocks alternate between accumulator pairs (0,1) and (2,3), and a block's S
   // tiles are stored only after the next block's first step is issued, so the tile unit
-  // has TDPBF16PS work queued while a store waits for its accumulator. Measured against
-  // 2x2 blocking with the stores at the end of each block: +2-5% GFLOP per CPU-second in the
-  // kernel (hd 128 1k/2k, hd 64 2k, one thread); the loop alone 10.8 vs 11.7 ns per
-  // TDPBF16PS at head dim 128, no difference at 64.
+  // has TDPBF16PS work queued while a store waits for its accumulator; faster than 2x2
+  // blocking with the stores at the end of each block (docs/PERFORMANCE.md, CPU backend).
   template <int kPairs>
   static void qk_planes(const uint16_t* q0, int64_t qrow, int64_t qplane, const uint32_t* kb, int64_t kplane,
                         const PlanePair (&pairs)[kPairs], int64_t nch, int c0, int c1, float* s) {

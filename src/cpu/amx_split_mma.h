@@ -5,8 +5,7 @@
 //   a.b ~= a0 b2 + a1 b1 + a2 b0 + a0 b1 + a1 b0 + a0 b0   (smallest terms first)
 // The dropped terms a1 b2 + a2 b1 + a2 b2 are below 2^-25 |a||b|, i.e. under half an fp32
 // ulp of each product; accumulation is fp32 as in the FMA kernels. So the result has fp32
-// accuracy (not bf16), at six tile products per bf16 one. Measured on the 2-vCPU Sapphire
-// Rapids VM: see src/cpu/README.md.
+// accuracy (not bf16), at six tile products per bf16 one (speed: docs/PERFORMANCE.md, CPU backend).
 //
 // Same layouts as amx_mma.h, three times: Q rows hold their three planes back to back
 // (row stride 3 dq_pad), K/V/P planes follow each other. P is split by the softmax itself.

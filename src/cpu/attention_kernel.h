@@ -21,9 +21,9 @@
 #error "define LONGATTN_CPU_NS before including attention_kernel.h"
 #endif
 
-// Keys per tile (FMA kernels; the AMX kernel sets 128). 64 keeps an f32 K or V tile of head
+// Keys per tile (FMA kernels; the AMX kernels set 256). 64 keeps an f32 K or V tile of head
 // dim 128 at 32 KB, the P strip at MR x 64 floats, and amortizes the O-strip loads/stores
-// of O += PV over 64 FMAs; 32 and 128 measured no better for f32.
+// of O += PV over 64 FMAs; 32 and 128 were no faster for f32.
 #ifndef LONGATTN_CPU_BN
 #define LONGATTN_CPU_BN 64
 #endif
@@ -73,7 +73,10 @@ constexpr float kLn2 = 0.69314718055994531f;
 #define LONGATTN_CPU_PREFETCH_TILES 1
 #endif
 constexpr int kPrefetchTiles = LONGATTN_CPU_PREFETCH_TILES;
-// Lazy rescale threshold (log2 units): P may reach 2^8 before O is rescaled.
+// Lazy rescale threshold (log2 units): O and l are rescaled only when a row's max grew by
+// more than this, so P may reach 2^8 (harmless in fp32 accumulators) and most tiles skip the
+// pass over O once the max settles. The decision depends only on the row's own values, so
+// results stay bitwise identical for any thread count.
 constexpr float kRescaleThreshold = 8.0f;
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -143,12 +146,12 @@ inline V softcap(V s2, V c2, V inv_c2) {
 // P goes where the policy wants it (Mma::store_p2: in place as f32 for the FMA kernels,
 // bf16 into `pbuf` for the AMX kernel, saving a conversion pass).
 LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float* l, float* o, int64_t dv_pad,
-                          bool lazy, float scale, float* pbuf) {
+                          float scale, float* pbuf) {
   // Two passes over the rows: all maxima (and rescales) first, then all exponentials.
   // Rows go in groups of kG with the group's rows innermost: kG independent max / sum
-  // chains instead of one (perf put ~11% of the AMX kernel's samples on the single vmaxps
-  // chain per row; +2-5% measured), and with the AMX tile layout of S the group's vectors
-  // are adjacent. Each row still sees its columns in the same order: same bits as before.
+  // chains instead of one (a single chain per row waits on vmaxps latency), and with the
+  // AMX tile layout of S the group's vectors are adjacent. Each row still sees its columns
+  // in the same order, so the bits equal a row-at-a-time loop.
   constexpr int kG = MR % 4 == 0 ? 4 : 2;
   static_assert(MR % kG == 0, "row groups tile the strip");
   float msub[MR];
@@ -163,8 +166,7 @@ LONGATTN_CPU_STAGE void softmax_strip(float* s, int c0, int c1, float* m, float*
       float mu = m[r];
       // mu == -inf: mu + 8 == -inf, so any finite tile max triggers the first "rescale"
       // (alpha = 2^-inf = 0 on an all-zero O). NaN compares false and flows through P.
-      const bool grow = lazy ? (mt > mu + kRescaleThreshold) : (mt > mu);
-      if (grow) {
+      if (mt > mu + kRescaleThreshold) {
         const float alpha = __builtin_exp2f(mu - mt);
         l[r] *= alpha;
         const V va = Simd::set1(alpha);
@@ -357,7 +359,7 @@ bool process_item(const KernelConst& kc, const ItemView& it, float* scratch) {
           for (int64_t c = b; c < c1; ++c) *Mma::s_at(S, r, int(c)) = kNegInf;
         }
       }
-      softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, kc.lazy_rescale, sm_scale, P);
+      softmax_strip(S, c0, c1, M + s0, Lsum + s0, O + s0 * dvp, dvp, sm_scale, P);
       if (!full && v_nonfinite)
         pv_strip_masked(S, P, c0, c1, Vt, dv, dvp, O + s0 * dvp, lo, hi, j0);
       else

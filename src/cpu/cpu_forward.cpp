@@ -8,7 +8,6 @@
 #include <exception>
 #include <memory>
 #include <new>
-#include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -21,18 +20,6 @@ namespace longattn::detail {
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
-
-// Args::num_threads, else LONGATTN_NUM_THREADS, else every hardware thread.
-int resolve_threads(int requested) {
-  if (requested > 0) return requested;
-  if (const char* env = std::getenv("LONGATTN_NUM_THREADS")) {
-    char* end = nullptr;
-    long n = std::strtol(env, &end, 10);
-    if (end != env && n > 0) return int(n < 4096 ? n : 4096);
-  }
-  unsigned hw = std::thread::hardware_concurrency();
-  return hw > 0 ? int(hw) : 1;
-}
 
 // 64-byte aligned float buffer (aligned vector loads in the kernels).
 struct AlignedFloats {
@@ -110,7 +97,7 @@ Status cpu_forward(const Args& a, const Problem& p) {
     return Status::NotSupported("backend cpu: cu_seqlens/seqused_k/page_table must be host tensors");
   if (p.batch == 0 || p.heads_q == 0) return Status::Ok();
 
-  Driver dr{a, p, cpu::select_kernel(p.in_dtype), {}, {}, {}};
+  Driver dr{a, p, cpu::select_kernel(p.in_dtype, a.cpu_isa), {}, {}, {}};
   dr.kc.dqk = p.dim_qk;
   dr.kc.dv = p.dim_v;
   dr.kc.in = p.in_dtype;
@@ -118,13 +105,10 @@ Status cpu_forward(const Args& a, const Problem& p) {
   dr.kc.qscale2 = p.scale * kLog2e;
   dr.kc.softcap2 = p.softcap > 0.0f ? p.softcap * kLog2e : 0.0f;
   dr.kc.has_sinks = p.has_sinks;
-  // LONGATTN_CPU_RESCALE=always selects always-rescale (kept for the benchmark comparison).
-  const char* rs = std::getenv("LONGATTN_CPU_RESCALE");
-  dr.kc.lazy_rescale = !(rs && std::string(rs) == "always");
   dr.in_size = dtype_size(p.in_dtype);
   dr.out_size = dtype_size(p.out_dtype);
 
-  int threads = resolve_threads(a.num_threads);
+  int threads = cpu_threads(a.num_threads);
   try {
     dr.seqs.resize(size_t(p.batch));
     int64_t total_q = 0;
@@ -178,3 +162,10 @@ Status cpu_forward(const Args& a, const Problem& p) {
 }
 
 }  // namespace longattn::detail
+
+namespace longattn {
+// The one place the CPU backend reads the environment (documented in README.md).
+int cpu_threads(int requested) {
+  return detail::cpu::resolve_threads(requested, std::getenv("LONGATTN_NUM_THREADS"));
+}
+}  // namespace longattn

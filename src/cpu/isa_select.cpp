@@ -1,6 +1,5 @@
-// Runtime choice of the kernel: the widest ISA the CPU supports (never -march=native).
-#include <cstdlib>
-#include <cstring>
+// Run-time choice of the kernel from Args::cpu_isa and what the CPU supports (never
+// -march=native).
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -11,6 +10,7 @@
 #endif
 
 #include "cpu/kernel_api.h"
+#include "longattn/longattn.h"
 
 namespace longattn::detail::cpu {
 namespace {
@@ -38,38 +38,63 @@ bool amx_usable() {
 }
 #endif
 
+struct Features {
+  bool avx2 = false, avx512 = false, amx = false;
+};
+
+Features features() {
+  static const Features f = [] {
+    Features r;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    r.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    r.avx512 = r.avx2 && __builtin_cpu_supports("avx512f");
+    r.amx = r.avx512 && amx_usable();
+#endif
+    return r;
+  }();
+  return f;
+}
+
 }  // namespace
 
-const CpuKernel& select_kernel(DType in) {
-  // Read per call (cheap) so tests can switch paths with setenv between calls.
-  const char* want = std::getenv("LONGATTN_CPU_ISA");
-  int cap = 3;  // 0 portable, 1 avx2, 2 avx512, 3 amx
-  if (want && *want) {
-    if (std::strcmp(want, "portable") == 0) cap = 0;
-    else if (std::strcmp(want, "avx2") == 0) cap = 1;
-    else if (std::strcmp(want, "avx512") == 0) cap = 2;
+bool isa_available(CpuIsa isa) {
+  const Features f = features();
+  switch (isa) {
+    case CpuIsa::automatic:
+    case CpuIsa::portable: return true;
+    case CpuIsa::avx2: return f.avx2;
+    case CpuIsa::avx512: return f.avx512;
+    case CpuIsa::amx: return f.amx;
   }
+  return false;
+}
+
+const CpuKernel& select_kernel(DType in, CpuIsa isa) {
+  const Features f = features();
+  if (isa == CpuIsa::automatic)
+    isa = f.amx ? CpuIsa::amx : f.avx512 ? CpuIsa::avx512 : f.avx2 ? CpuIsa::avx2 : CpuIsa::portable;
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
-  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
-  // AMX takes bf16 and e4m3 (exact in bf16) inputs directly; f16 stays on the FMA kernels.
-  if (cap >= 3 && (in == DType::bf16 || in == DType::e4m3) && avx512 && amx_usable()) return kKernelAmx;
-  // f32 on the tile unit as three bf16 planes: fp32 accuracy (amx_split_mma.h), faster than
-  // the FMA kernel where the tile unit is (see src/cpu/README.md for the numbers).
-  // LONGATTN_CPU_F32=fma keeps f32 on the FMA kernel (A/B measurements; a tile unit shared
-  // with other work halves the split kernel's speed, see docs/PERFORMANCE.md).
-  const char* f32 = std::getenv("LONGATTN_CPU_F32");
-  const bool f32_fma = f32 && std::strcmp(f32, "fma") == 0;
-  if (cap >= 3 && in == DType::f32 && !f32_fma && avx512 && amx_usable()) return kKernelAmxSplit;
-  if (cap >= 2 && avx512) return kKernelAvx512;
-  if (cap >= 1 && avx2) return kKernelAvx2;
+  switch (isa) {
+    case CpuIsa::amx:
+      // AMX takes bf16 and e4m3 (exact in bf16) inputs directly, and f32 as three bf16
+      // planes at fp32 accuracy (amx_split_mma.h); f16 stays on the FMA kernel.
+      if (in == DType::bf16 || in == DType::e4m3) return kKernelAmx;
+      if (in == DType::f32) return kKernelAmxSplit;
+      return kKernelAvx512;
+    case CpuIsa::avx512: return kKernelAvx512;
+    case CpuIsa::avx2: return kKernelAvx2;
+    default: break;
+  }
 #else
   (void)in;
-  (void)cap;
 #endif
   return kKernelPortable;
 }
 
 }  // namespace longattn::detail::cpu
+
+namespace longattn {
+bool cpu_isa_available(CpuIsa isa) { return detail::cpu::isa_available(isa); }
+}  // namespace longattn

@@ -37,7 +37,6 @@ struct KernelConst {
   float qscale2 = 1.0f;   // softmax scale * log2(e): logits come out in log2 units
   float softcap2 = 0.0f;  // softcap * log2(e) (0: off); tanh is applied in natural units
   bool has_sinks = false;
-  bool lazy_rescale = true;  // rescale O only when the running max grew by > 8 log2 units
 };
 
 // One ISA's kernel.
@@ -59,9 +58,12 @@ extern const CpuKernel kKernelAmx;  // bf16 and e4m3 inputs only
 extern const CpuKernel kKernelAmxSplit;  // f32 inputs as three bf16 planes (fp32 accuracy)
 #endif
 
-// The best kernel this CPU runs for inputs of dtype `in`: AMX for bf16/e4m3 (and, split into
-// three bf16 planes, f32) where available, else AVX-512, AVX2, portable. LONGATTN_CPU_ISA=portable|avx2|avx512|amx caps the choice
-// (tests use it to cover every path on one machine; a request the CPU lacks is ignored).
-const CpuKernel& select_kernel(DType in);
+// Whether this CPU (and OS, for the tile state) runs kernels of `isa`.
+bool isa_available(CpuIsa isa);
+
+// The kernel of `isa` for inputs of dtype `in` (`isa` available, checked by validation).
+// automatic resolves to the widest available: amx, avx512, avx2, portable. Under amx,
+// bf16/e4m3 run on kKernelAmx, f32 on kKernelAmxSplit and f16 on kKernelAvx512.
+const CpuKernel& select_kernel(DType in, CpuIsa isa);
 
 }  // namespace longattn::detail::cpu

@@ -19,7 +19,7 @@ struct Simd {
   static constexpr int NR = 8;
 #if defined(__GNUC__)
   // GCC/Clang vector extension: same lane semantics, but the accumulator blocks stay in
-  // (SSE/NEON) registers; plain arrays measured ~4 GFLOP/s at head dim 128.
+  // (SSE/NEON) registers; with plain arrays they lived in memory and the kernel crawled.
   typedef float Lanes __attribute__((vector_size(W * sizeof(float))));
 #else
   typedef float Lanes[W];

@@ -1,9 +1,22 @@
 #include "cpu/work_items.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
+#include <thread>
 
 namespace longattn::detail::cpu {
+
+int resolve_threads(int requested, const char* env_value) {
+  if (requested > 0) return requested;
+  if (env_value) {
+    char* end = nullptr;
+    const long n = std::strtol(env_value, &end, 10);
+    if (end != env_value && n > 0) return int(n < 4096 ? n : 4096);
+  }
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw > 0 ? int(hw) : 1;
+}
 
 int64_t block_tokens(const Problem& p, int mr, int rows_target, int threads, int64_t total_q) {
   const int64_t g = p.group;

@@ -16,6 +16,11 @@ struct WorkItem {
   int64_t cost = 0;                // visible (query row, key) pairs: the scheduling weight
 };
 
+// Threads for Args::num_threads = `requested`: itself if > 0, else `env_value` (the text of
+// LONGATTN_NUM_THREADS, nullptr when unset) if it parses as a positive integer (capped at
+// 4096), else every hardware thread. Garbage in the variable never fails a call.
+int resolve_threads(int requested, const char* env_value);
+
 // Query tokens per item for this problem: about `rows_target` rows (tokens x group heads),
 // a whole number of `mr`-row strips when the group allows, smaller when there would be too
 // few items to keep `threads` busy. Larger items convert each K/V tile for more rows.

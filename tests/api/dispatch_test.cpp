@@ -29,6 +29,9 @@ TEST(Types, DtypeSizesAndNames) {
   EXPECT_STREQ(dtype_name(DType::e4m3), "e4m3");
   EXPECT_STREQ(backend_name(Backend::automatic), "auto");
   EXPECT_STREQ(backend_name(Backend::reference), "reference");
+  EXPECT_STREQ(cpu_isa_name(CpuIsa::automatic), "auto");
+  EXPECT_STREQ(cpu_isa_name(CpuIsa::avx512), "avx512");
+  EXPECT_STREQ(cpu_isa_name(CpuIsa::amx), "amx");
   EXPECT_GT(std::strlen(version()), 0u);
 }
 
@@ -102,6 +105,40 @@ TEST(Dispatch, UnknownBackendValue) {
   Status s = forward(c.args);
   EXPECT_EQ(s.code(), Status::Code::invalid_argument);
   EXPECT_EQ(s.message().rfind("backend:", 0), 0u) << s.message();
+}
+
+// Args::cpu_isa: every ISA this machine has runs; one it lacks is refused by the CPU backend
+// (automatic dispatch of host tensors included) before anything is written, and ignored by
+// the reference backend.
+TEST(Dispatch, CpuIsaAvailability) {
+  EXPECT_TRUE(cpu_isa_available(CpuIsa::automatic));
+  EXPECT_TRUE(cpu_isa_available(CpuIsa::portable));
+  if (cpu_isa_available(CpuIsa::amx)) EXPECT_TRUE(cpu_isa_available(CpuIsa::avx512));
+  if (cpu_isa_available(CpuIsa::avx512)) EXPECT_TRUE(cpu_isa_available(CpuIsa::avx2));
+  for (CpuIsa isa : {CpuIsa::automatic, CpuIsa::portable, CpuIsa::avx2, CpuIsa::avx512, CpuIsa::amx}) {
+    for (Backend b : {Backend::cpu, Backend::automatic, Backend::reference}) {
+      Case c = small_case();
+      c.args.backend = b;
+      c.args.cpu_isa = isa;
+      if (cpu_isa_available(isa) || b == Backend::reference) {
+        OracleResult r = run_and_check(c.args);
+        EXPECT_TRUE(r.failure.empty()) << cpu_isa_name(isa) << " " << backend_name(b) << ": " << r.failure;
+        continue;
+      }
+      poison(c.out);
+      const std::vector<uint8_t> before = c.out.bytes;
+      Status s = forward(c.args);
+      EXPECT_EQ(s.code(), Status::Code::not_supported) << s.message();
+      EXPECT_EQ(s.message().rfind(std::string("cpu_isa: ") + cpu_isa_name(isa), 0), 0u) << s.message();
+      EXPECT_NE(s.message().find("portable"), std::string::npos) << s.message();  // lists what is there
+      EXPECT_TRUE(c.out.bytes == before);
+    }
+  }
+}
+
+TEST(Dispatch, CpuThreads) {
+  EXPECT_EQ(cpu_threads(3), 3);
+  EXPECT_GE(cpu_threads(0), 1);
 }
 
 TEST(Dispatch, EmptyBatchIsValidAndWritesNothing) {

@@ -225,6 +225,11 @@ TEST_F(Bad, NegativeThreadCount) {
   a.num_threads = -2;
   expect_invalid(a, "num_threads", "-2");
 }
+TEST_F(Bad, UnknownCpuIsa) {
+  Args a = c.args;
+  a.cpu_isa = static_cast<CpuIsa>(42);
+  expect_invalid(a, "cpu_isa", "42");
+}
 TEST_F(Bad, NegativeL2Budget) {
   Args a = c.args;
   a.l2_budget_bytes = -7;

@@ -2,9 +2,12 @@
 // item is computed by one thread with no cross-thread reduction. Compared bitwise.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <algorithm>
+#include <thread>
+#include <utility>
 
 #include "cpu/cpu_test_util.h"
+#include "cpu/work_items.h"
 
 namespace longattn::testing {
 namespace {
@@ -13,10 +16,11 @@ struct Outputs {
   std::vector<uint8_t> out, lse;
 };
 
-Outputs run_cpu(Case& c, int threads) {
+Outputs run_cpu(Case& c, int threads, CpuIsa isa = CpuIsa::automatic) {
   poison(c.out);
   poison(c.lse);
   c.args.backend = Backend::cpu;
+  c.args.cpu_isa = isa;
   c.args.num_threads = threads;
   Status st = forward(c.args);
   EXPECT_TRUE(st.ok()) << st.message();
@@ -45,15 +49,14 @@ std::vector<CaseSpec> specs() {
   return v;
 }
 
-class CpuDeterminism : public ::testing::TestWithParam<std::string> {};
+class CpuDeterminism : public PerIsaTest {};
 
 TEST_P(CpuDeterminism, ThreadCountInvariant) {
-  IsaScope isa(GetParam());
   for (const CaseSpec& s : specs()) {
     Case c = make_case(s);
-    const Outputs one = run_cpu(c, 1);
+    const Outputs one = run_cpu(c, 1, isa());
     for (int t : {2, 3, 5, 16}) {
-      const Outputs many = run_cpu(c, t);
+      const Outputs many = run_cpu(c, t, isa());
       EXPECT_TRUE(one.out == many.out) << "threads " << t << " seed " << s.seed;
       EXPECT_TRUE(one.lse == many.lse) << "threads " << t << " seed " << s.seed;
     }
@@ -61,12 +64,11 @@ TEST_P(CpuDeterminism, ThreadCountInvariant) {
 }
 
 TEST_P(CpuDeterminism, RepeatedRunsIdentical) {
-  IsaScope isa(GetParam());
   for (const CaseSpec& s : specs()) {
     Case c = make_case(s);
-    const Outputs first = run_cpu(c, 0);
+    const Outputs first = run_cpu(c, 0, isa());
     for (int rep = 0; rep < 3; ++rep) {
-      const Outputs again = run_cpu(c, 0);
+      const Outputs again = run_cpu(c, 0, isa());
       EXPECT_TRUE(first.out == again.out) << "rep " << rep << " seed " << s.seed;
       EXPECT_TRUE(first.lse == again.lse) << "rep " << rep << " seed " << s.seed;
     }
@@ -75,18 +77,25 @@ TEST_P(CpuDeterminism, RepeatedRunsIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, CpuDeterminism, ::testing::ValuesIn(cpu_isas()), isa_name);
 
-// LONGATTN_NUM_THREADS is read when Args::num_threads is 0; nonsense values fall back to
+// With Args::num_threads = 0 the thread count comes from LONGATTN_NUM_THREADS (its text is
+// passed in here instead of set in the process environment); nonsense values fall back to
 // the hardware count. The result stays the same either way.
 TEST(CpuThreads, EnvironmentVariable) {
+  const int hw = std::max(1, int(std::thread::hardware_concurrency()));
+  EXPECT_EQ(detail::cpu::resolve_threads(0, nullptr), hw);
+  EXPECT_EQ(detail::cpu::resolve_threads(5, "3"), 5);  // Args::num_threads wins
+  EXPECT_EQ(detail::cpu::resolve_threads(0, "100000"), 4096);
   CaseSpec s = specs()[0];
   Case c = make_case(s);
   const Outputs ref = run_cpu(c, 1);
-  for (const char* v : {"1", "3", "0", "-2", "abc", ""}) {
-    setenv("LONGATTN_NUM_THREADS", v, 1);
-    const Outputs got = run_cpu(c, 0);
+  const std::pair<const char*, int> values[] = {{"1", 1},   {"3", 3},    {"0", hw},
+                                                {"-2", hw}, {"abc", hw}, {"", hw}};
+  for (auto [v, want] : values) {
+    const int t = detail::cpu::resolve_threads(0, v);
+    EXPECT_EQ(t, want) << "LONGATTN_NUM_THREADS=" << v;
+    const Outputs got = run_cpu(c, t);
     EXPECT_TRUE(got.out == ref.out) << "LONGATTN_NUM_THREADS=" << v;
   }
-  unsetenv("LONGATTN_NUM_THREADS");
 }
 
 }  // namespace

@@ -19,28 +19,23 @@ CaseSpec f32(uint64_t seed) {
   return s;
 }
 
-class CpuF32Accuracy : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override { scope_ = std::make_unique<IsaScope>(GetParam()); }
-  void TearDown() override { scope_.reset(); }
-  std::unique_ptr<IsaScope> scope_;
-};
+class CpuF32Accuracy : public PerIsaTest {};
 
 TEST_P(CpuF32Accuracy, ManyKeyTilesAndMasks) {
   CaseSpec a = f32(1001);  // several 256-key tiles, partial last tile
   a.seq_q = 75, a.seq_k = 777;
-  EXPECT_EQ(cpu_check(a, 0, kF32Slack), "");
+  EXPECT_EQ(check(a, 0, kF32Slack), "");
   for (bool tl : {false, true}) {
     CaseSpec c = f32(1002 + tl);
     c.mask.causal = true, c.mask.align = tl ? CausalAlign::top_left : CausalAlign::bottom_right;
-    EXPECT_EQ(cpu_check(c, 0, kF32Slack), "") << "top_left " << tl;
+    EXPECT_EQ(check(c, 0, kF32Slack), "") << "top_left " << tl;
   }
   CaseSpec w = f32(1004);
   w.mask.window_left = 17, w.mask.causal = true;
-  EXPECT_EQ(cpu_check(w, 0, kF32Slack), "");
+  EXPECT_EQ(check(w, 0, kF32Slack), "");
   CaseSpec k = f32(1005);
   k.mask.chunk_size = 50, k.mask.causal = true;
-  EXPECT_EQ(cpu_check(k, 0, kF32Slack), "");
+  EXPECT_EQ(check(k, 0, kF32Slack), "");
 }
 
 TEST_P(CpuF32Accuracy, HeadDims) {
@@ -48,7 +43,7 @@ TEST_P(CpuF32Accuracy, HeadDims) {
   for (auto [dq, dv] : dims) {
     CaseSpec s = f32(1010 + uint64_t(dq + dv));
     s.dim_qk = dq, s.dim_v = dv, s.seq_q = 45, s.seq_k = 300, s.mask.causal = dq % 2 == 0;
-    EXPECT_EQ(cpu_check(s, 0, kF32Slack), "") << "dims " << dq << "/" << dv;
+    EXPECT_EQ(check(s, 0, kF32Slack), "") << "dims " << dq << "/" << dv;
   }
 }
 
@@ -56,20 +51,20 @@ TEST_P(CpuF32Accuracy, SinksSoftcapScaleGqa) {
   CaseSpec s = f32(1020);
   s.heads_q = 16, s.heads_kv = 2, s.sinks = true, s.softcap = 5.0f, s.amp = 2.0f;
   s.softmax_scale = 0.7f, s.mask.causal = true;
-  EXPECT_EQ(cpu_check(s, 0, kF32Slack), "");
+  EXPECT_EQ(check(s, 0, kF32Slack), "");
 }
 
 TEST_P(CpuF32Accuracy, RaggedPagedPadded) {
   CaseSpec r = f32(1030);
   r.batch = 4, r.ragged_q = r.ragged_k = true, r.seqlens_q = {131, 0, 1, 70}, r.seqlens_k = {203, 7, 0, 70};
   r.mask.causal = true;
-  EXPECT_EQ(cpu_check(r, 0, kF32Slack), "");
+  EXPECT_EQ(check(r, 0, kF32Slack), "");
   CaseSpec p = f32(1031);
   p.page_size = 16, p.seqused_k = true, p.mask.causal = true, p.sinks = true;
-  EXPECT_EQ(cpu_check(p, 0, kF32Slack), "");
+  EXPECT_EQ(check(p, 0, kF32Slack), "");
   CaseSpec d = f32(1032);
   d.padded = true, d.heads_q = 6, d.heads_kv = 1, d.lse = true;
-  EXPECT_EQ(cpu_check(d, 0, kF32Slack), "");
+  EXPECT_EQ(check(d, 0, kF32Slack), "");
 }
 
 // Values far from 1 (each plane keeps its own exponent): tiny and huge inputs.
@@ -77,7 +72,7 @@ TEST_P(CpuF32Accuracy, WideExponentRange) {
   for (float amp : {1e-20f, 1e15f}) {
     CaseSpec s = f32(1040);
     s.amp = amp, s.softmax_scale = amp > 1.0f ? 1e-30f : 1e20f, s.mask.causal = true;
-    EXPECT_EQ(cpu_check(s, 0, kF32Slack * (amp > 1.0f ? amp : 1.0f)), "") << "amp " << amp;
+    EXPECT_EQ(check(s, 0, kF32Slack * (amp > 1.0f ? amp : 1.0f)), "") << "amp " << amp;
   }
 }
 

@@ -8,12 +8,7 @@
 namespace longattn::testing {
 namespace {
 
-class CpuFeatures : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override { scope_ = std::make_unique<IsaScope>(GetParam()); }
-  void TearDown() override { scope_.reset(); }
-  std::unique_ptr<IsaScope> scope_;
-};
+class CpuFeatures : public PerIsaTest {};
 
 CaseSpec base(uint64_t seed) {
   CaseSpec s;
@@ -23,7 +18,7 @@ CaseSpec base(uint64_t seed) {
 }
 
 TEST_P(CpuFeatures, NoMask) {
-  EXPECT_EQ(cpu_check(base(1)), "");
+  EXPECT_EQ(check(base(1)), "");
 }
 
 TEST_P(CpuFeatures, CausalBottomRightAndTopLeft) {
@@ -33,7 +28,7 @@ TEST_P(CpuFeatures, CausalBottomRightAndTopLeft) {
       s.seq_q = sq, s.seq_k = sk;
       s.mask.causal = true;
       s.mask.align = tl ? CausalAlign::top_left : CausalAlign::bottom_right;
-      EXPECT_EQ(cpu_check(s), "") << "top_left " << tl << " sq " << sq << " sk " << sk;
+      EXPECT_EQ(check(s), "") << "top_left " << tl << " sq " << sq << " sk " << sk;
     }
   }
 }
@@ -45,7 +40,7 @@ TEST_P(CpuFeatures, SlidingWindows) {
       if (causal && r > 0) continue;  // validation rejects a right window under causal
       CaseSpec s = base(10 + uint64_t(l) * 3 + uint64_t(r));
       s.mask.window_left = l, s.mask.window_right = r, s.mask.causal = causal;
-      EXPECT_EQ(cpu_check(s), "") << "window " << l << "," << r << " causal " << causal;
+      EXPECT_EQ(check(s), "") << "window " << l << "," << r << " causal " << causal;
     }
   }
 }
@@ -55,7 +50,7 @@ TEST_P(CpuFeatures, ChunkedAttention) {
     for (bool causal : {false, true}) {
       CaseSpec s = base(20 + uint64_t(chunk));
       s.mask.chunk_size = chunk, s.mask.causal = causal;
-      EXPECT_EQ(cpu_check(s), "") << "chunk " << chunk << " causal " << causal;
+      EXPECT_EQ(check(s), "") << "chunk " << chunk << " causal " << causal;
     }
   }
 }
@@ -65,7 +60,7 @@ TEST_P(CpuFeatures, GqaRatios) {
     CaseSpec s = base(30 + uint64_t(g));
     s.heads_kv = 2, s.heads_q = 2 * g, s.seq_q = 77;
     s.mask.causal = true;
-    EXPECT_EQ(cpu_check(s), "") << "group " << g;
+    EXPECT_EQ(check(s), "") << "group " << g;
   }
 }
 
@@ -76,7 +71,7 @@ TEST_P(CpuFeatures, HeadDims) {
     CaseSpec s = base(40 + uint64_t(dq + dv));
     s.dim_qk = dq, s.dim_v = dv, s.seq_q = 45, s.seq_k = 97;
     s.mask.causal = (dq % 2) == 0;
-    EXPECT_EQ(cpu_check(s), "") << "dims " << dq << "/" << dv;
+    EXPECT_EQ(check(s), "") << "dims " << dq << "/" << dv;
   }
 }
 
@@ -86,7 +81,7 @@ TEST_P(CpuFeatures, InputAndOutputDtypes) {
       CaseSpec s = base(50 + uint64_t(in) * 3 + uint64_t(out));
       s.dtype = in, s.out_dtype = out, s.seq_q = 67;
       s.mask.causal = true;
-      EXPECT_EQ(cpu_check(s), "") << dtype_name(in) << " -> " << dtype_name(out);
+      EXPECT_EQ(check(s), "") << dtype_name(in) << " -> " << dtype_name(out);
     }
   }
 }
@@ -97,7 +92,7 @@ TEST_P(CpuFeatures, Fp8WithDescales) {
       CaseSpec s = base(60 + uint64_t(out) + causal);
       s.dtype = DType::e4m3, s.out_dtype = out, s.mask.causal = causal;
       s.amp = 3.0f;  // spread the values over more e4m3 codes
-      EXPECT_EQ(cpu_check(s), "") << "out " << dtype_name(out) << " causal " << causal;
+      EXPECT_EQ(check(s), "") << "out " << dtype_name(out) << " causal " << causal;
     }
   }
 }
@@ -107,7 +102,7 @@ TEST_P(CpuFeatures, Fp8LongKeysGqa) {
   CaseSpec s = base(65);
   s.dtype = DType::e4m3, s.out_dtype = DType::bf16, s.seq_q = 70, s.seq_k = 600;
   s.heads_q = 8, s.heads_kv = 2, s.mask.causal = true, s.sinks = true, s.amp = 2.0f;
-  EXPECT_EQ(cpu_check(s), "");
+  EXPECT_EQ(check(s), "");
 }
 
 TEST_P(CpuFeatures, RaggedBatches) {
@@ -118,22 +113,22 @@ TEST_P(CpuFeatures, RaggedBatches) {
   s.seq_q = 131, s.seq_k = 200;
   for (bool causal : {false, true}) {
     s.mask.causal = causal;
-    EXPECT_EQ(cpu_check(s), "") << "causal " << causal;
+    EXPECT_EQ(check(s), "") << "causal " << causal;
   }
   // Ragged queries against dense keys, and the reverse.
   CaseSpec a = base(71);
   a.ragged_q = true, a.mask.causal = true;
-  EXPECT_EQ(cpu_check(a), "");
+  EXPECT_EQ(check(a), "");
   CaseSpec b = base(72);
   b.ragged_k = true, b.mask.window_left = 30;
-  EXPECT_EQ(cpu_check(b), "");
+  EXPECT_EQ(check(b), "");
 }
 
 TEST_P(CpuFeatures, PagedKv) {
   for (int64_t page : {1, 16, 64, 100}) {
     CaseSpec s = base(80 + uint64_t(page));
     s.page_size = page, s.mask.causal = true;
-    EXPECT_EQ(cpu_check(s), "") << "page " << page;
+    EXPECT_EQ(check(s), "") << "page " << page;
   }
 }
 
@@ -141,7 +136,7 @@ TEST_P(CpuFeatures, SequsedK) {
   for (int64_t page : {0, 32}) {
     CaseSpec s = base(90 + uint64_t(page));
     s.batch = 4, s.seqused_k = true, s.page_size = page, s.mask.causal = true;
-    EXPECT_EQ(cpu_check(s), "") << "page " << page;
+    EXPECT_EQ(check(s), "") << "page " << page;
   }
 }
 
@@ -149,11 +144,11 @@ TEST_P(CpuFeatures, KvPrefixAndCrossAttention) {
   // Chunked prefill: 37 new queries after a 300-key prefix (bottom-right causal).
   CaseSpec p = base(100);
   p.seq_q = 37, p.seq_k = 337, p.mask.causal = true;
-  EXPECT_EQ(cpu_check(p), "");
+  EXPECT_EQ(check(p), "");
   // Cross-attention: unrelated lengths, no mask.
   CaseSpec x = base(101);
   x.seq_q = 150, x.seq_k = 19;
-  EXPECT_EQ(cpu_check(x), "");
+  EXPECT_EQ(check(x), "");
 }
 
 TEST_P(CpuFeatures, SinksSoftcapScale) {
@@ -164,7 +159,7 @@ TEST_P(CpuFeatures, SinksSoftcapScale) {
     s.amp = 2.0f;  // logits large enough for the softcap to bend them
     if (variant == 3) s.softmax_scale = 0.7f;
     s.mask.causal = variant >= 2;
-    EXPECT_EQ(cpu_check(s), "") << "variant " << variant;
+    EXPECT_EQ(check(s), "") << "variant " << variant;
   }
 }
 
@@ -174,16 +169,16 @@ TEST_P(CpuFeatures, SinksOnRowsWithNoVisibleKey) {
   for (bool sinks : {false, true}) {
     CaseSpec s = base(120 + sinks);
     s.seq_q = 90, s.seq_k = 30, s.mask.causal = true, s.sinks = sinks;
-    EXPECT_EQ(cpu_check(s), "") << "sinks " << sinks;
+    EXPECT_EQ(check(s), "") << "sinks " << sinks;
   }
 }
 
 TEST_P(CpuFeatures, PaddedStrides) {
   CaseSpec s = base(130);
   s.padded = true, s.mask.causal = true, s.sinks = true;
-  EXPECT_EQ(cpu_check(s), "");
+  EXPECT_EQ(check(s), "");
   s.ragged_q = s.ragged_k = true;
-  EXPECT_EQ(cpu_check(s), "");
+  EXPECT_EQ(check(s), "");
 }
 
 TEST_P(CpuFeatures, Combinations) {
@@ -192,17 +187,17 @@ TEST_P(CpuFeatures, Combinations) {
   a.heads_q = 16, a.heads_kv = 2, a.page_size = 16, a.seqused_k = true, a.sinks = true;
   a.softcap = 10.0f, a.mask.causal = true, a.mask.window_left = 50;
   a.dtype = DType::f16, a.out_dtype = DType::f32, a.dim_qk = a.dim_v = 128;
-  EXPECT_EQ(cpu_check(a), "");
+  EXPECT_EQ(check(a), "");
   // Ragged + chunked + fp8 + LSE + head dim 96.
   CaseSpec b = base(141);
   b.ragged_q = b.ragged_k = true, b.batch = 3, b.mask.chunk_size = 33, b.mask.causal = true;
   b.dtype = DType::e4m3, b.dim_qk = b.dim_v = 96;
-  EXPECT_EQ(cpu_check(b), "");
+  EXPECT_EQ(check(b), "");
   // Top-left causal + window right + padded + sinks + MQA.
   CaseSpec c = base(142);
   c.heads_q = 6, c.heads_kv = 1, c.mask.causal = true, c.mask.align = CausalAlign::top_left;
   c.mask.window_left = 20, c.padded = true, c.sinks = true, c.lse = true;
-  EXPECT_EQ(cpu_check(c), "");
+  EXPECT_EQ(check(c), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, CpuFeatures, ::testing::ValuesIn(cpu_isas()), isa_name);

@@ -26,10 +26,9 @@ struct Poke {
   float x;
 };
 
-class CpuNonFinite : public ::testing::TestWithParam<std::string> {};
+class CpuNonFinite : public PerIsaTest {};
 
 TEST_P(CpuNonFinite, PropagatesLikeReference) {
-  IsaScope isa(GetParam());
   const Poke pokes[] = {
       {"q", 10, 1, 5, kNaN},  {"q", 90, 2, 0, -kInf}, {"k", 50, 0, 3, kNaN},
       {"k", 70, 1, 7, kInf},  {"k", 3, 1, 0, -kInf},  {"v", 70, 1, 0, kInf},
@@ -50,6 +49,7 @@ TEST_P(CpuNonFinite, PropagatesLikeReference) {
       HostTensor& t = pk.what[0] == 'q' ? c.q : (pk.what[0] == 'k' ? c.k : c.v);
       set(t, 0, pk.i, pk.h, pk.d, pk.x);
       c.args.backend = Backend::cpu;
+      c.args.cpu_isa = isa();
       OracleResult r = run_and_check(c.args);
       EXPECT_EQ(r.failure, "") << pk.what << "[" << pk.i << "," << pk.h << "," << pk.d << "] = " << pk.x
                                << " variant " << variant;
@@ -59,7 +59,6 @@ TEST_P(CpuNonFinite, PropagatesLikeReference) {
 
 // A NaN everywhere in K and V outside every row's window: nothing may leak.
 TEST_P(CpuNonFinite, MaskedGarbageNeverLeaks) {
-  IsaScope isa(GetParam());
   CaseSpec s;
   s.batch = 1, s.seq_q = 100, s.seq_k = 300, s.heads_q = 2, s.heads_kv = 1, s.dim_qk = s.dim_v = 48;
   s.mask.causal = true, s.mask.window_left = 90, s.seed = 650;
@@ -71,6 +70,7 @@ TEST_P(CpuNonFinite, MaskedGarbageNeverLeaks) {
       set(c.v, 0, j, 0, d, (j % 2) ? kInf : kNaN);
     }
   c.args.backend = Backend::cpu;
+  c.args.cpu_isa = isa();
   OracleResult r = run_and_check(c.args);
   EXPECT_EQ(r.failure, "");
   EXPECT_EQ(count_nan(c.out), 0);
