@@ -116,7 +116,8 @@ def load(args):
 
 def tables(name, rows, env, args, extra=""):
     """Markdown of one suite's results: a title naming the device, timing and FLOP convention."""
-    head = [f"## {name} ({args.dtype if name not in ('fp8',) else 'e4m3'}) -- {env['device']}",
+    dtype = {"fp8": "e4m3", "features": "bf16"}.get(name, args.dtype)
+    head = [f"## {name} ({dtype}) -- {env['device']}",
             report.env_header(env), "timing: " + TIMING.format(rounds=args.rounds)]
     conv = {"window": shapes.PAIRS_CONVENTION, "features": f"{shapes.FA_CONVENTION} on square plain rows; "
             f"{shapes.PAIRS_CONVENTION} elsewhere (ragged, short seq_q, windows)"}.get(name, shapes.FA_CONVENTION)
@@ -181,7 +182,7 @@ def main(argv=None):
     pat = re.compile(args.match) if args.match else None
     t0 = time.time()
     for name in wanted:
-        key = name if name == "fp8" else f"{name}_{args.dtype}"
+        key = name if name in ("fp8", "features") else f"{name}_{args.dtype}"  # those two fix their dtypes
         print(f"\n== suite {name} ({key}) ==", flush=True)
         todo = features.feature_rows(ctx) if name == "features" else suites.suite_rows(ctx, "default" if name == "headline" else name)
         todo = [(c, b) for c, b in todo if not pat or pat.search(f"{shapes.shape_name(c)} {shapes.mask_name(c)}")]

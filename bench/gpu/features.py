@@ -58,19 +58,19 @@ def peers_bytes(c):
     return 2 * 4 * c.b * (c.sq * c.hq + c.sk * c.hk) * max(c.d, c.d_v)
 
 
-def ragged_row(ctx, causal, seed=11):
-    """64 packed sequences of 100..8192 tokens, 16 heads, hdim 128, one call."""
+def ragged_row(ctx, causal, n=64, lo=100, hi=8192, h=16, d=128, seed=11):
+    """n packed sequences of lo..hi tokens (64 of 100..8192), 16 heads, hdim 128, one call."""
     la = ctx.need_la()
     rng = random.Random(seed)
-    lens = [rng.randint(100, 8192) for _ in range(64)]
-    total, h, d, ml = sum(lens), 16, 128, max(lens)
+    lens = [rng.randint(lo, hi) for _ in range(n)]
+    total, ml = sum(lens), max(lens)
     cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32, device="cuda")
     gen = torch.Generator(device="cuda").manual_seed(seed)
     q, k, v = (torch.randn(total, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
     o = torch.empty_like(q)
-    c = Case(64, ml, ml, h, h, d, causal)
-    row = Row("ragged 64 seqs", c)
-    row.shape = f"d{d} 64 seqs of 100..8k ({total} tokens), {h}/{h} heads"
+    c = Case(n, ml, ml, h, h, d, causal)
+    row = Row(f"ragged {n} seqs", c)
+    row.shape = f"d{d} {n} seqs of {lo}..{hi} ({total} tokens), {h}/{h} heads"
     row.flops = 2.0 * h * 2 * d * sum(shapes.visible_pairs(n, n, causal) for n in lens)
     row.convention = shapes.PAIRS_CONVENTION
     row.ref, row.base = ["FA3 varlen"], "longattn"
@@ -80,17 +80,16 @@ def ragged_row(ctx, causal, seed=11):
     return row
 
 
-def paged_row(ctx, causal, seed=5):
+def paged_row(ctx, causal, b=4, s=8192, h=16, d=128, seed=5):
     """4 x 8192, 16 heads, hdim 128: K/V in pages of a shuffled pool (spare pages NaN, so a
     stray read shows) against the same K/V dense; every column's output vs longattn dense."""
     la = ctx.need_la()
-    b, s, h, d = 4, 8192, 16, 128
     c = Case(b, s, s, h, h, d, causal)
     check_memory(peers_bytes(c) * 4, "paged")
     sets = make_sets(c, 1, seed)
     q, k, v = sets[0].q, sets[0].k, sets[0].v
     row = Row("paged", c)
-    row.shape = f"d{d} b{b} x 8k, {h}/{h} heads, pages of a shuffled pool"
+    row.shape = f"d{d} b{b} x {shapes.kseq(s)}, {h}/{h} heads, pages of a shuffled pool"
     row.ref, row.base = ["longattn dense"], "longattn dense"
     row.add("FA3 dense", lambda: fa3_impl(ctx.need_fa3(), c, sets))
     row.add("longattn dense", lambda: capi_impl(la, c, sets))
@@ -113,11 +112,11 @@ def paged_row(ctx, causal, seed=5):
     return row
 
 
-def split_dims_row(ctx, causal, seed=13):
+def split_dims_row(ctx, causal, b=4, s=8192, h=16, seed=13):
     """q / k head dim 192, v 128 (4 x 8192, 16 heads) vs cuDNN; longattn 128/128 on the same
     shape beside it (its own FLOPs)."""
     la = ctx.need_la()
-    c = Case(4, 8192, 8192, 16, 16, 192, causal, dv=128)
+    c = Case(b, s, s, h, h, 192, causal, dv=128)
     check_memory(peers_bytes(c) * 3, label(c))
     sets = make_sets(c, 1, seed)
     q, k, v, o = sets[0].q, sets[0].k, sets[0].v, sets[0].o

@@ -110,6 +110,12 @@ def append_text(path, text):
 
 # ---- suite tables ---------------------------------------------------------------------
 
+def notes_cell(r):
+    """The row's notes and each column's own note (e.g. cuDNN's mask or K/V expansion)."""
+    own = [f"{n}: {v['note']}" for n, v in r.get("impls", {}).items() if v.get("note") and not v.get("na")]
+    return "; ".join(list(r.get("notes", [])) + own)
+
+
 def _case(r):
     c = r["case"]
     return c, f"{c['d']}" if not c.get("dv") or c["dv"] == c["d"] else f"{c['d']}/{c['dv']}"
@@ -122,7 +128,7 @@ def peer_table(rows, peers=("FA3", "cuDNN"), key="tflops", title=""):
     for r in rows:
         _, d = _case(r)
         body.append([d, r["shape"], r["mask"]] + [num(get(r, p, key)) for p in peers] + [num(get(r, "longattn", key))]
-                    + [num(ratio(r, "longattn", p, key), ".3f") for p in peers] + [diff_cell(r), "; ".join(r.get("notes", []))])
+                    + [num(ratio(r, "longattn", p, key), ".3f") for p in peers] + [diff_cell(r), notes_cell(r)])
     return (title + "\n" if title else "") + md_table(hdr, body)
 
 
@@ -161,7 +167,7 @@ def window_table(rows):
         body.append([r["shape"], r["mask"], num(get(r, "FA3", "tflops")), num(get(r, "longattn", "tflops")),
                      num(ratio(r, "longattn", "FA3"), ".3f"), num(get(r, "FA3 plain", "tflops")),
                      num(get(r, "longattn plain", "tflops")), num(ratio(r, "longattn", "longattn plain"), ".3f"),
-                     diff_cell(r), "; ".join(r.get("notes", []))])
+                     diff_cell(r), notes_cell(r)])
     return md_table(hdr, body)
 
 
@@ -205,12 +211,12 @@ def long_table(rows):
         base = r.get("base")
         for name, v in r["impls"].items():
             if v.get("na"):
-                body.append([r["label"], r["mask"], name, "n/a", "n/a", "n/a", "n/a", "", v["na"][:100]])
+                body.append([r["shape"], r["mask"], name, "n/a", "n/a", "n/a", "n/a", "", v["na"][:100]])
                 continue
             q = ratio(r, name, base) if base and name != base else None
             nk = sum(k["n"] for k in v.get("kernels") or [])
             d = v.get("maxdiff")
-            body.append([r["label"], r["mask"], name, num(v["us"] / 1e3 if v.get("us") else None, ".3f"),
+            body.append([r["shape"], r["mask"], name, num(v["us"] / 1e3 if v.get("us") else None, ".3f"),
                          num(v.get("tflops")), num(q, ".3f") if q else ("base" if name == base else ""),
                          (f"{d:.1e}{flag(d)}" + (f" vs {v['ref']}" if v.get("ref") else "")) if d is not None else "",
                          f"{nk:g}" if nk else "", v.get("note", "")])

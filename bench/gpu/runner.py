@@ -9,7 +9,7 @@ import torch
 
 import shapes
 from peers import Unsupported
-from timing import calls_per_window, interleave, kernel_time, short, unmatched, wall_time
+from timing import interleave, kernel_time, short, unmatched, wall_time
 
 
 _SAID = set()
@@ -115,7 +115,7 @@ def run_row(row, cfg, t_start=None):
             break
         except Exception:  # noqa: BLE001
             continue
-    n = calls_per_window(est, cfg.window_us, cfg.max_calls)
+    n = shapes.calls_per_window(est, cfg.window_us, cfg.max_calls)
     nrot = nsets * -(-n // nsets)
     res["calls_per_window"] = n
     timed = wall_time if cfg.timer == "wall" else kernel_time

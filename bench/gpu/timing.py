@@ -34,12 +34,16 @@ def _sync():
     torch.cuda.synchronize()
 
 
+# Device-side records of the profiler itself, not of the work (CUPTI overhead kinds).
+_NOT_WORK = re.compile(r"Buffer Flush|Activity Buffer|CUPTI|Overhead|Module Loading|Function Loading", re.I)
+
+
 def _device_events(prof):
     """(name, microseconds) of every device-side event (kernels, memsets, copies) in a window."""
     out = []
     for e in prof.events():
         dt = getattr(e, "device_type", None)
-        if getattr(dt, "name", str(dt)) != "CUDA":
+        if getattr(dt, "name", str(dt)) != "CUDA" or _NOT_WORK.search(e.name):
             continue
         out.append((e.name, e.time_range.elapsed_us()))
     return out
