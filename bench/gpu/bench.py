@@ -58,7 +58,8 @@ def parse(argv=None):
     ap.add_argument("--no-rotate", action="store_true", help="headline: same-input timing only")
     ap.add_argument("--no-wall", dest="wall", action="store_false", help="headline: no per-call wall times")
     ap.add_argument("--specs", default="", help="--variants columns: 'label:key=v,key=v;label2:...'")
-    ap.add_argument("--match", default="", help="only rows whose 'shape mask' text matches this regex")
+    ap.add_argument("--match", default="", help="only rows whose '[tag] shape mask' text matches this regex "
+                    "(e.g. 'd128 b16', 'causal', features tags: paged, ragged, 'packed GQA', split-KV)")
     ap.add_argument("--quick", action="store_true", help="first 4 rows of each suite, 2 rounds")
     ap.add_argument("--timer", choices=("cupti", "wall"), default="cupti", help="wall: no profiler (fallback)")
     ap.add_argument("--window-us", type=float, default=200000.0, help="work per timed window")
@@ -185,11 +186,13 @@ def main(argv=None):
         key = name if name in ("fp8", "features") else f"{name}_{args.dtype}"  # those two fix their dtypes
         print(f"\n== suite {name} ({key}) ==", flush=True)
         todo = features.feature_rows(ctx) if name == "features" else suites.suite_rows(ctx, "default" if name == "headline" else name)
-        todo = [(c, b) for c, b in todo if not pat or pat.search(f"{shapes.shape_name(c)} {shapes.mask_name(c)}")]
+        todo = [(t[0], t[1], f"{t[2] + ' ' if len(t) > 2 else ''}{shapes.shape_name(t[0])} {shapes.mask_name(t[0])}")
+                for t in todo]
+        todo = [t for t in todo if not pat or pat.search(t[2])]
         if args.quick:
             todo = todo[:4]
         results = []
-        for c, build in todo:
+        for c, build, _ in todo:
             row = None
             try:
                 row = build()

@@ -153,23 +153,25 @@ def _based(row):
 
 
 def feature_rows(ctx):
-    """(case, builder) of every --features row, in table order."""
+    """(case, builder, tag) of every --features row, in table order; --match also sees the tag
+    (sinks/softcap, ragged, dense, split-KV, packed GQA, paged, split dims)."""
     out = []
     for c, full in ((Case(2, 8192, 8192, 16, 16, 128, False), True), (Case(2, 8192, 8192, 16, 16, 128, True), True),
                     (Case(2, 8192, 8192, 16, 16, 64, False), False), (Case(2, 8192, 8192, 16, 16, 256, False), False)):
-        out.append((c, lambda c=c, full=full: feature_row(ctx, c, full)))
+        out.append((c, lambda c=c, full=full: feature_row(ctx, c, full), "sinks/softcap"))
     for causal in (False, True):
-        out.append((Case(64, 8192, 8192, 16, 16, 128, causal), lambda causal=causal: ragged_row(ctx, causal)))
+        out.append((Case(64, 8192, 8192, 16, 16, 128, causal), lambda causal=causal: ragged_row(ctx, causal), "ragged"))
         # A dense batch of 4k sequences with about the ragged row's tokens (64 x ~4.1k).
         dc = Case(64, 4096, 4096, 16, 16, 128, causal)
-        out.append((dc, lambda dc=dc: _based(dense_row(ctx, dc))))
+        out.append((dc, lambda dc=dc: _based(dense_row(ctx, dc)), "ragged dense"))
     for c in splitkv_cases():
-        out.append((c, lambda c=c: _based(dense_row(ctx, c, variants=[("splits=0", "splits=0")]))))
+        out.append((c, lambda c=c: _based(dense_row(ctx, c, variants=[("splits=0", "splits=0")])), "split-KV"))
     for c in gqa_cases():
         out.append((c, lambda c=c: _based(dense_row(
-            ctx, c, variants=[("pack_gqa=on", "pack_gqa=on"), ("pack_gqa=off", "pack_gqa=off")]))))
+            ctx, c, variants=[("pack_gqa=on", "pack_gqa=on"), ("pack_gqa=off", "pack_gqa=off")])), "packed GQA"))
     for causal in (False, True):
-        out.append((Case(4, 8192, 8192, 16, 16, 128, causal), lambda causal=causal: paged_row(ctx, causal)))
+        out.append((Case(4, 8192, 8192, 16, 16, 128, causal), lambda causal=causal: paged_row(ctx, causal), "paged"))
     for causal in (False, True):
-        out.append((Case(4, 8192, 8192, 16, 16, 192, causal, dv=128), lambda causal=causal: split_dims_row(ctx, causal)))
+        out.append((Case(4, 8192, 8192, 16, 16, 192, causal, dv=128), lambda causal=causal: split_dims_row(ctx, causal),
+                    "split dims"))
     return out

@@ -4,6 +4,7 @@ every (implementation, mode) interleaved over rounds (timing.py)."""
 import gc
 import math
 import time
+import zlib
 
 import torch
 
@@ -133,7 +134,8 @@ def run_row(row, cfg, t_start=None):
                 entries[(name, "rot")] = k_entry(impl, [i % nsets for i in range(nrot)])
         if impl.wall and cfg.wall:
             entries[(name, "wall")] = (lambda impl=impl: (wall_time(impl, [0] * max(n, 5)), None))
-    med, info, errs = interleave(entries, cfg.rounds, cfg.seed)
+    # A per-row shuffle (seeded by the row) so no column keeps one position across rows.
+    med, info, errs = interleave(entries, cfg.rounds, cfg.seed + zlib.crc32(f"{row.label} {res['mask']}".encode()))
     for name, impl in live.items():
         rec = out[name]
         fl = impl.flops or row.flops

@@ -23,8 +23,9 @@
 #   variants  --variants (longattn override columns: tile, sections, dynamic, rescale)
 #   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
 #             shipped rules and overrides sections=0
-# BENCH_ARGS (env) are added to every benchmark stage (e.g. "--dtype f16", "--quick",
-# "--rounds 5", "--match 'd128 b16'"). FA3 is a column when .fa3/libdew_flash_attn3.so exists
+# BENCH_ARGS (env) are added to every benchmark stage, split at spaces (e.g. "--dtype f16",
+# "--quick", "--rounds 5", "--match d128.b16", with features "--match paged" for the paged
+# rows alone, "--match GQA", "--match ragged"). FA3 is a column when .fa3/libdew_flash_attn3.so exists
 # (carry .fa3); cuDNN fp8 when .whl/*.whl hold nvidia-cudnn-frontend (carry .whl).
 #
 # What comes back in $OUT (at most 8 files): summary.txt (device, stage results, key lines),
