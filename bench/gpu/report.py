@@ -142,14 +142,16 @@ def rotate_table(rows, impls=("FA3", "cuDNN", "longattn")):
         for i in impls:
             s, t = get(r, i, "tflops"), get(r, i, "tflops_rot")
             cells.append(f"{num(s)} / {num(t)} ({num(t / s if s and t else None, '.3f')})")
-        body.append([d, r["shape"], r["mask"], r.get("rotate_sets", "n/a")] + cells
+        body.append([d, r["shape"], r["mask"], r.get("rotate_sets") or "n/a"] + cells
                     + [num(ratio(r, "longattn", "FA3", "tflops_rot"), ".3f")])
     return md_table(hdr, body)
 
 
 def wall_table(rows, impls=("longattn (py)", "longattn", "FA3", "cuDNN")):
     """Per-call wall time through Python (host overhead included) next to longattn's kernel time."""
-    hdr = ["hdim", "shape", "mask"] + [f"{i} us/call" for i in impls] + ["longattn kernel us"]
+    shown = {"longattn (py)": "longattn (Python package)", "longattn": "longattn (capi via ctypes)",
+             "FA3": "FA3 (JAX jit)", "cuDNN": "cuDNN (torch SDPA)"}
+    hdr = ["hdim", "shape", "mask"] + [f"{shown.get(i, i)} us/call" for i in impls] + ["longattn kernel us"]
     body = []
     for r in rows:
         _, d = _case(r)
