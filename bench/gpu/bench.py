@@ -46,7 +46,7 @@ TIMING = ("kernel time from CUPTI (torch.profiler): every kernel of a window of 
 
 
 def parse(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default="", help="liblongattn_capi.so (default: build-gpu/bench/gpu/liblongattn_capi.so)")
     ap.add_argument("--fa3", default="", metavar="DIR", help="folder holding libdew_flash_attn3.so (fetch_fa3.sh)")
     ap.add_argument("--out", default=".", help="folder for bench.json and tables.md")
