@@ -145,6 +145,30 @@ int longattn_bench_forward_ex(void* q, void* k, void* v, void* out, void* lse, i
   return run(a, stream, err, err_len);
 }
 
+/// fp8 (e4m3) dense q / k / v (batch, seq, heads, dim) with device float32 descales
+/// (batch, heads_kv) each (dequantized x = stored x * descale); out (batch, seq_q, heads_q,
+/// dim) of out_dtype 0 bf16, 1 f16, 2 f32; lse may be null; scale 1/sqrt(dim). The CUDA
+/// backend answers NotSupported until its fp8 kernel exists (issue 21).
+int longattn_bench_forward_fp8(void* q, void* k, void* v, void* out, void* lse, void* q_descale,
+                               void* k_descale, void* v_descale, int64_t batch, int64_t seq_q,
+                               int64_t seq_k, int64_t heads_q, int64_t heads_kv, int64_t dim,
+                               int causal, int out_dtype, void* stream, char* err, int err_len) {
+  using namespace longattn;
+  const Device g{DeviceKind::cuda, 0};
+  const DType ot = out_dtype == 1 ? DType::f16 : out_dtype == 2 ? DType::f32 : DType::bf16;
+  Args a;
+  a.q = make_tensor(q, DType::e4m3, {batch, seq_q, heads_q, dim}, g);
+  a.k = make_tensor(k, DType::e4m3, {batch, seq_k, heads_kv, dim}, g);
+  a.v = make_tensor(v, DType::e4m3, {batch, seq_k, heads_kv, dim}, g);
+  a.out = make_tensor(out, ot, {batch, seq_q, heads_q, dim}, g);
+  if (lse) a.lse = make_tensor(lse, DType::f32, {batch, heads_q, seq_q}, g);
+  a.q_descale = make_tensor(q_descale, DType::f32, {batch, heads_kv}, g);
+  a.k_descale = make_tensor(k_descale, DType::f32, {batch, heads_kv}, g);
+  a.v_descale = make_tensor(v_descale, DType::f32, {batch, heads_kv}, g);
+  a.mask.causal = causal != 0;
+  return run(a, stream, err, err_len);
+}
+
 /// Ragged batch (packed (total, heads, dim) q/k/v/out, device int32 cu_seqlens of length
 /// batch+1 shared by q and k), on the CUDA backend.
 int longattn_bench_forward_ragged(void* q, void* k, void* v, void* out, void* cu_seqlens, int64_t batch,

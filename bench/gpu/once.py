@@ -3,16 +3,19 @@
 
 Usage: ncu -k regex:fwd_kernel -s 1 -c 1 --metrics ... python3 bench/gpu/once.py --lib LIB
        --batch 1 --seq 65536 --hq 32 --hk 8 --dim 128 [--causal] [--softcap 30 [--sinks]]
-Scheduler and softcap switches come from the environment (LONGATTN_SECTIONS,
-LONGATTN_SOFTCAP_MODE, ...). --softcap / --sinks run the feature kernel (bench.py's ex call)."""
+       [--window 4096] [--overrides "sections=0"]
+--overrides takes a longattn_bench_set_overrides spec (keys in bench/gpu/longattn_capi.cpp:
+tile, sections, splits, tile_list, dynamic, pack_gqa, softcap_fixed, paged_fill, ...); ""
+runs the shipped rules."""
 import argparse
+import math
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import LongAttn  # noqa: E402
+from capi import LongAttn  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--lib", required=True)
@@ -24,19 +27,19 @@ ap.add_argument("--dim", type=int, default=128)
 ap.add_argument("--causal", action="store_true")
 ap.add_argument("--softcap", type=float, default=0.0)
 ap.add_argument("--sinks", action="store_true")
+ap.add_argument("--window", type=int, default=-1, help="left window (causal: keys before the diagonal)")
+ap.add_argument("--overrides", default="", help="longattn_bench_set_overrides spec")
 a = ap.parse_args()
 g = torch.Generator(device="cuda").manual_seed(1)
 q = torch.randn(a.batch, a.seq, a.hq, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
 k = torch.randn(a.batch, a.seq, a.hk, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
 v = torch.randn(a.batch, a.seq, a.hk, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
-o = torch.full_like(q, float("nan"))
+o = torch.full_like(q, math.nan)
 la = LongAttn(a.lib)
 sinks = torch.rand(a.hq, device="cuda", dtype=torch.float32, generator=g) * 4 - 1 if a.sinks else None
-for _ in range(2):
-    if a.softcap > 0 or sinks is not None:
-        la.ex(q, k, v, o, a.causal, softcap=a.softcap, sinks=sinks)
-    else:
-        la(q, k, v, o, None, a.causal)
+with la.overrides(a.overrides):
+    for _ in range(2):
+        la.dense(q, k, v, o, a.causal, softcap=a.softcap, sinks=sinks, wl=a.window)
 torch.cuda.synchronize()
 assert not torch.isnan(o).any().item(), "unwritten output"
-print("once: ok")
+print(f"once: ok (overrides '{a.overrides}')")

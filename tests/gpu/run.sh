@@ -1,46 +1,118 @@
 #!/usr/bin/env bash
-# GPU test script, run on the device machine from the repo root:
-#   tests/gpu/run.sh [BIN_DIR]
+# GPU tests and benchmarks, run on the device machine from the repo root:
+#   STAGES="prim fwd san bench" tests/gpu/run.sh [BIN_DIR]
 # BIN_DIR holds prebuilt test_gpu_primitives, test_gpu_forward and liblongattn_capi.so (built
-# elsewhere with -cudart static); without it everything is built here into build-gpu.
-# STAGES (env) picks what runs: any of "prim fwd san bench seqbench fbench" (default: all but
-# long, the issue-6 long-context rows, ncu, L2 figures of one long call, ncucap, full ncu reports
-# of the softcapped hdim-128 feature kernel (NCU_CAP_MODES), seqbench, the back-to-back timing variant of the benchmark, fbench, the issue-5 feature
-# rows, pbench, the paged K/V rows alone (pages 3..1024, LONGATTN_TILE_LIST=0,
-# LONGATTN_PAGED_VGROUP=1 and LONGATTN_PAGED_MODE=tma/lanes/gather variants, 192/128 head
-# dims vs cuDNN), and psan, memcheck and racecheck on small paged cases, gbench, the packed-GQA
-# rows, gsan, memcheck and racecheck on small packed-GQA cases, ssan, san's scheduler runs alone). FWD_FILTER (env) narrows the forward tests (a gtest
-# filter; 'Huge*' alone: K/V beyond 2^31 elements, ~1 min, ~9 GiB). Logs go to $OUT.
+# elsewhere with -cudart static; a _longattn*.so there is used as the Python extension);
+# without it everything is built here into build-gpu, the Python extension too
+# (-DLONGATTN_PYTHON=ON, nanobind), which goes with python/longattn/*.py into $PYPKG/longattn
+# on PYTHONPATH (the benchmark's per-call timing through `import longattn`).
+#
+# STAGES (env), default "prim fwd san bench":
+#   prim      test_gpu_primitives
+#   fwd       test_gpu_forward (FWD_FILTER: a gtest filter; 'Huge*' alone: K/V beyond 2^31
+#             elements, ~1 min, ~9 GiB); the per-case error lines go to forward_errors.txt
+#   san       memcheck / racecheck on small dense, feature, ragged and scheduler cases
+#   ssan      san's scheduler runs alone
+#   psan      memcheck / racecheck on small paged cases
+#   gsan      memcheck / racecheck on small packed-GQA cases
+#   bench     bench/gpu/bench.py's headline suite (issue 20's table: FA3, cuDNN, longattn;
+#             same-input and rotating-input kernel times, per-call wall times)
+#   long      --long (64k..256k, 32/8 heads)        window    --window (windows, chunks)
+#   features  --features (sinks, softcap, ragged, split-KV, packed GQA, paged, 192/128)
+#   fp8       --fp8 (longattn fp8, cuDNN fp8 via .whl's cudnn-frontend, bf16 references)
+#   variants  --variants (longattn override columns: tile, sections, dynamic, rescale)
+#   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
+#             shipped rules and overrides sections=0
+# BENCH_ARGS (env) are added to every benchmark stage, split at spaces (e.g. "--dtype f16",
+# "--quick", "--rounds 5", "--match d128.b16", with features "--match paged" for the paged
+# rows alone, "--match GQA", "--match ragged"). FA3 is a column when .fa3/libdew_flash_attn3.so exists
+# (carry .fa3); cuDNN fp8 when .whl/*.whl hold nvidia-cudnn-frontend (carry .whl).
+#
+# What comes back in $OUT (at most 8 files): summary.txt (device, stage results, key lines),
+# logs.txt (every stage's output, appended as it runs), forward_errors.txt, bench.json (every
+# benchmark number, one key per suite) and tables.md (the benchmark's tables). Per-stage logs
+# stay in $LOGS; binaries in $BINDIR.
 set -u
 OUT=${OUT:-/tmp/longattn-gpu}
-mkdir -p "$OUT"
+LOGS=${LOGS:-/tmp/longattn-logs}
+BINDIR=${BINDIR:-/tmp/longattn-bin}
+PYPKG=${PYPKG:-/tmp/longattn-pypkg}
+mkdir -p "$OUT" "$LOGS"
 STAGES=${STAGES:-"prim fwd san bench"}
+BENCH_ARGS=${BENCH_ARGS:-}
 BIN=${1:-}
+SUM=$OUT/summary.txt
+LOG=$OUT/logs.txt
+export PYTHONUNBUFFERED=1
+say() { echo "$*" | tee -a "$SUM"; }
+
+# Carried wheels (nvidia-cudnn-frontend for the fp8 suite): installed beside, not into, the image.
+if ls .whl/*.whl >/dev/null 2>&1; then
+  if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      .whl/*.whl >"$LOGS/pip.log" 2>&1; then
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  else
+    say "wheels: pip install failed: $(tail -1 "$LOGS/pip.log")"
+  fi
+fi
+
 if [ -z "$BIN" ]; then
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLONGATTN_TOOLS=OFF >"$OUT/cmake.log" 2>&1 &&
-    cmake --build build-gpu -j16 --target test_gpu_primitives test_gpu_forward longattn_capi >>"$OUT/cmake.log" 2>&1 ||
-    { tail -50 "$OUT/cmake.log"; exit 1; }
-  BIN=$OUT/bin
+  CM=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLONGATTN_TOOLS=OFF)
+  if ! cmake "${CM[@]}" -DLONGATTN_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)" >"$LOGS/cmake.log" 2>&1; then
+    say "configure with the Python extension failed ($(grep -m1 -i error "$LOGS/cmake.log")); configuring without it"
+    cmake "${CM[@]}" -DLONGATTN_PYTHON=OFF >>"$LOGS/cmake.log" 2>&1 || { tail -50 "$LOGS/cmake.log"; cp "$LOGS/cmake.log" "$OUT/"; exit 1; }
+  fi
+  cmake --build build-gpu -j16 --target test_gpu_primitives test_gpu_forward longattn_capi >>"$LOGS/cmake.log" 2>&1 ||
+    { tail -50 "$LOGS/cmake.log"; cp "$LOGS/cmake.log" "$OUT/"; exit 1; }
+  if grep -q "^LONGATTN_PYTHON:BOOL=ON" build-gpu/CMakeCache.txt; then
+    cmake --build build-gpu -j16 --target _longattn >>"$LOGS/cmake.log" 2>&1 ||
+      say "python extension build failed: $(grep -m1 -E 'error|FAILED' "$LOGS/cmake.log")"
+  fi
+  BIN=$BINDIR
   mkdir -p "$BIN"
   cp build-gpu/tests/gpu/test_gpu_primitives build-gpu/tests/gpu/test_gpu_forward build-gpu/bench/gpu/liblongattn_capi.so "$BIN"/
+  EXT=$(find build-gpu -name '_longattn*.so' 2>/dev/null | head -1)
+else
+  EXT=$(ls "$BIN"/_longattn*.so 2>/dev/null | head -1)
 fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/device.txt"
+if [ -n "$EXT" ]; then
+  rm -rf "$PYPKG" && mkdir -p "$PYPKG/longattn" && cp python/longattn/*.py "$EXT" "$PYPKG/longattn/" &&
+    export PYTHONPATH=$PYPKG${PYTHONPATH:+:$PYTHONPATH}
+else
+  say "no Python extension: the benchmark's 'longattn (py)' column is n/a"
+fi
+FA3ARG=""
+[ -f .fa3/libdew_flash_attn3.so ] && FA3ARG="--fa3 .fa3"
+[ -z "$FA3ARG" ] && say "no .fa3/libdew_flash_attn3.so: FA3 columns are n/a (carry .fa3)"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee -a "$SUM"
+
 declare -A RES
-run() {  # name, command...
+run() {  # name, command...: output to $LOGS/name.log and appended to $OUT/logs.txt as it runs
   local name=$1; shift
-  local t0=$(date +%s)
-  "$@" >"$OUT/$name.log" 2>&1
-  local rc=$?
+  local t0
+  t0=$(date +%s)
+  echo "===== $name: $* =====" >>"$LOG"
+  "$@" 2>&1 | tee "$LOGS/$name.log" >>"$LOG"
+  local rc=${PIPESTATUS[0]}
   RES[$name]="rc=$rc $(( $(date +%s) - t0 ))s"
-  grep -E "^\[  (PASSED|FAILED) |FAILED  \]|ERROR SUMMARY|RACECHECK SUMMARY|primitives:" "$OUT/$name.log" | head -20
+  echo "===== $name: ${RES[$name]} =====" >>"$LOG"
+  echo "$name: ${RES[$name]}" >>"$SUM"
+  grep -E "^\[  (PASSED|FAILED) |FAILED  \]|ERROR SUMMARY|RACECHECK SUMMARY|primitives:" "$LOGS/$name.log" | head -20 | tee -a "$SUM"
   return $rc
+}
+bench() {  # stage name, bench.py suite flags...: tables to stdout, numbers to $OUT/bench.json
+  local name=$1; shift
+  # shellcheck disable=SC2086  # FA3ARG and BENCH_ARGS are word lists
+  run "$name" python3 bench/gpu/bench.py --lib "$BIN/liblongattn_capi.so" $FA3ARG --out "$OUT" "$@" $BENCH_ARGS
+  grep -E "row failed|Traceback|Error" "$LOGS/$name.log" | head -10 | tee -a "$SUM"
+  sed -n '/^## /,$p' "$LOGS/$name.log"
 }
 for st in $STAGES; do
   case $st in
     prim) run primitives "$BIN/test_gpu_primitives" ;;
     fwd)
       run forward "$BIN/test_gpu_forward" --gtest_filter="${FWD_FILTER:-*}"
-      grep -E "^b[0-9]" "$OUT/forward.log" | sort -u > "$OUT/forward_errors.txt" ;;
+      grep -E "^b[0-9]" "$LOGS/forward.log" | sort -u > "$OUT/forward_errors.txt" ;;
     san)
       F='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128*:Core/GpuForward.MatchesReference/b1_sq128_sk128*:GpuForwardEmpty.*:GpuCombine.*'
       run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$F"
@@ -55,81 +127,34 @@ for st in $STAGES; do
     ssan)  # the scheduler's sanitizer runs of san alone
       run memcheck_sched compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles'
       run racecheck_sched compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles' ;;
-    bench)
-      PYTHONUNBUFFERED=1 run bench python3 bench/gpu/bench.py --lib "$BIN/liblongattn_capi.so" --out "$OUT"
-      tail -17 "$OUT/bench.log" ;;
-    fbench)
-      PYTHONUNBUFFERED=1 run fbench python3 bench/gpu/bench.py --features --lib "$BIN/liblongattn_capi.so" --out "$OUT"
-      tail -32 "$OUT/fbench.log" ;;
     psan)
       PF='Paged/GpuPaged.MatchesReference/b3_sq200_sk450_h4x2_d256_page64_s6:Paged/GpuPaged.MatchesReference/b4_sq300_sk600_h4x2_d128_page128_s9:Paged/GpuPaged.MatchesReference/*_page16_s11:Paged/GpuPaged.MatchesReference/*_page3_s14:Paged/GpuPaged.MatchesReference/*_page24_s22:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s55:PagedMode/GpuPagedMode.MatchesReference/gather_*_s71:PagedMode/GpuPagedMode.MatchesReference/gather_*_s87:PagedMode/GpuPagedMode.MatchesReference/lanes_*_s71:GpuPagedCheck.*'
       run memcheck_paged compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$PF"
       # The consumers' clear of a sequence's last V tile (named barrier + proxy fence).
       run racecheck_paged compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Paged/GpuPaged.MatchesReference/*_page16_s11:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedMode/GpuPagedMode.MatchesReference/gather_*_s71:PagedMode/GpuPagedMode.MatchesReference/gather_*_s84:PagedMode/GpuPagedMode.MatchesReference/lanes_*_s71:Unread/GpuForward.MatchesReference/*_s30' ;;
-    gbench)
-      # Packed GQA (issue 5): short seq_q x 8k keys, 32/8 heads, packed vs unpacked vs cuDNN.
-      PYTHONUNBUFFERED=1 run gbench python3 bench/gpu/bench.py --gqa --lib "$BIN/liblongattn_capi.so" --out "$OUT"
-      tail -36 "$OUT/gbench.log" ;;
     gsan)
       # Packed GQA: memcheck / racecheck on small packed cases (packed Q boxes, scattered stores).
       GF='PackGqa/GpuPackGqa.MatchesReference/sq16_*:PackGqa/GpuPackGqa.MatchesReference/*_s205:PackGqa/GpuPackGqa.MatchesReference/*_s207'
       run memcheck_gqa compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$GF"
       run racecheck_gqa compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='PackGqa/GpuPackGqa.MatchesReference/*_s201' ;;
-    pbench)
-      PYTHONUNBUFFERED=1 run pbench python3 bench/gpu/bench.py --paged --lib "$BIN/liblongattn_capi.so" --out "$OUT"
-      tail -12 "$OUT/pbench.log" ;;
-    long)
-      PYTHONUNBUFFERED=1 run long python3 bench/gpu/bench.py --long --lib "$BIN/liblongattn_capi.so" --out "$OUT"
-      tail -20 "$OUT/long.log" ;;
+    bench) bench bench --headline ;;
+    long) bench long --long ;;
+    window) bench window --window ;;
+    features) bench features --features ;;
+    fp8) bench fp8 --fp8 ;;
+    variants) bench variants --variants ;;
     ncu)
-      # Issue 6: L2 hit rate and DRAM bytes of one long call, with and without the head sections.
+      # Issue 6: L2 hit rate and DRAM bytes of one long call, the shipped rules and one L2 section.
       M=lts__t_sector_hit_rate.pct,dram__bytes_read.sum,gpu__time_duration.sum
-      for c in "" "--causal"; do for sec in "" 0; do
-        echo "== ncu seq ${NCU_SEQ:-131072} ${c:-full} LONGATTN_SECTIONS=${sec:-default}" >>"$OUT/ncu.log"
-        LONGATTN_SECTIONS=$sec ncu --clock-control none -k regex:fwd_kernel -s 1 -c 1 --metrics $M python3 bench/gpu/once.py \
-          --lib "$BIN/liblongattn_capi.so" --seq ${NCU_SEQ:-131072} $c >>"$OUT/ncu.log" 2>&1
+      : >"$LOGS/ncu.log"
+      for c in "" "--causal"; do for ov in "" "sections=0"; do
+        echo "== ncu seq ${NCU_SEQ:-131072} ${c:-full} overrides '${ov:-rules}'" >>"$LOGS/ncu.log"
+        ncu --clock-control none -k regex:fwd_kernel -s 1 -c 1 --metrics $M python3 bench/gpu/once.py \
+          --lib "$BIN/liblongattn_capi.so" --seq "${NCU_SEQ:-131072}" $c --overrides "$ov" >>"$LOGS/ncu.log" 2>&1
       done; done
-      grep -E "^== ncu|lts__t_sector_hit_rate|dram__bytes_read|gpu__time_duration" "$OUT/ncu.log" ;;
-    ncucap)
-      # Issue 5: what limits the softcapped hdim-128 feature kernel (bf16 2 x 8192, 16 heads,
-      # cap 30, sinks; the fbench shape). One full report per LONGATTN_SOFTCAP_MODE in
-      # NCU_CAP_MODES (default "fixed fixedh"), and "nocap" = the same kernel with sinks only
-      # (the plain softmax). Per report: the .ncu-rep, the raw metrics (csv) and a grep of pipe
-      # use, issue activity and stall reasons; the per-SASS-line source page where ncu has it.
-      for m in ${NCU_CAP_MODES:-nocap fixed fixedh}; do
-        cap="--softcap 30"; [ "$m" = nocap ] && cap=""
-        LONGATTN_SOFTCAP_MODE=$([ "$m" = nocap ] || echo "$m") ncu --set full --import-source yes -k regex:fwd_kernel \
-          -s 1 -c 1 -f -o "$OUT/ncu_cap_$m" python3 bench/gpu/once.py --lib "$BIN/liblongattn_capi.so" \
-          --batch 2 --seq 8192 --hq 16 --hk 16 --dim 128 $cap --sinks >"$OUT/ncu_cap_$m.log" 2>&1
-        ncu --import "$OUT/ncu_cap_$m.ncu-rep" --page raw --csv >"$OUT/ncu_cap_${m}_raw.csv" 2>&1
-        ncu --import "$OUT/ncu_cap_$m.ncu-rep" --page details >"$OUT/ncu_cap_${m}_details.txt" 2>&1
-        ncu --import "$OUT/ncu_cap_$m.ncu-rep" --page source --csv --print-source sass \
-          >"$OUT/ncu_cap_${m}_sass.csv" 2>/dev/null || true
-        echo "== ncucap $m"
-        python3 - "$OUT/ncu_cap_${m}_raw.csv" <<'PY'
-import csv, re, sys
-rows = list(csv.reader(open(sys.argv[1])))
-hdr = next((r for r in rows if "gpu__time_duration.sum" in r), None)
-if hdr is None:
-    print(open(sys.argv[1]).read()[:2000]); sys.exit()
-val = rows[rows.index(hdr) + 2]
-pat = re.compile(r"gpu__time_duration.sum|sm__pipe_.*(cycles_active|inst_executed).*pct_of_peak_sustained_active$|"
-                 r"sm__inst_executed_pipe_.*pct_of_peak_sustained_active$|smsp__issue_active.avg.pct|"
-                 r"smsp__average_warp_latency_issue_stalled_.*ratio$|smsp__average_warps_issue_stalled_.*_per_issue_active.ratio$|"
-                 r"smsp__warps_issue_stalled_.*avg.pct|sm__throughput.avg.pct|l1tex__data_pipe_lsu_wavefronts_mem_shared.*pct|"
-                 r"smsp__cycles_active.avg$|sm__cycles_elapsed.avg$|smsp__inst_executed.sum$")
-for h, v in zip(hdr, val):
-    if pat.search(h):
-        try:
-            if float(v.replace(",", "")) == 0: continue
-        except ValueError:
-            pass
-        print(f"  {h} = {v}")
-PY
-      done ;;
-    seqbench)
-      PYTHONUNBUFFERED=1 run seqbench python3 bench/gpu/bench.py --sequential --lib "$BIN/liblongattn_capi.so" --out "$OUT"
-      tail -17 "$OUT/seqbench.log" ;;
+      { echo "===== ncu ====="; cat "$LOGS/ncu.log"; } >>"$LOG"
+      grep -E "^== ncu|lts__t_sector_hit_rate|dram__bytes_read|gpu__time_duration|once:" "$LOGS/ncu.log" | tee -a "$SUM" ;;
+    *) say "unknown stage '$st' (removed: ncucap, seqbench, fbench, gbench, pbench -> features)" ;;
   esac
 done
 echo "== summary =="
