@@ -123,6 +123,7 @@ def _case(r):
 
 def peer_table(rows, peers=("FA3", "cuDNN"), key="tflops", title=""):
     """Headline / long: TFLOP/s of each peer and longattn, ratios, longattn's max |diff|."""
+    peers = tuple(peers) + (("baseline",) if any(get(r, "baseline", key) for r in rows) else ())
     hdr = ["hdim", "shape", "mask"] + list(peers) + ["longattn"] + [f"longattn/{p}" for p in peers] + ["max abs diff", "notes"]
     body = []
     for r in rows:

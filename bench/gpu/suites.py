@@ -18,6 +18,7 @@ class Ctx:
     def __init__(self, cfg, la, la_why, fa3, fa3_why, l2):
         self.cfg, self.la, self.la_why, self.fa3, self.fa3_why, self.l2 = cfg, la, la_why, fa3, fa3_why, l2
         self._cf8, self._cf8_why = None, None
+        self.base = None  # --baseline: a second capi library (an earlier build) for A/B
 
     def need_fa3(self):
         if self.fa3 is None:
@@ -69,6 +70,8 @@ def dense_row(ctx, c, *, rotate=False, wall=False, variants=(), peers=("FA3", "c
     if "cuDNN" in peers:
         row.add("cuDNN", lambda: sdpa_impl(c, sets))
     row.add("longattn", lambda: capi_impl(ctx.need_la(), c, sets))
+    if ctx.base is not None:
+        row.add("baseline", lambda: capi_impl(ctx.base, c, sets))
     for lab, spec in variants:
         row.add(lab, lambda spec=spec: capi_impl(ctx.need_la(), c, sets, spec=spec))
     if wall:

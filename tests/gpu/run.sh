@@ -21,6 +21,7 @@
 #   features  --features (sinks, softcap, ragged, split-KV, packed GQA, paged, 192/128)
 #   fp8       --fp8 (longattn fp8, cuDNN fp8 via .whl's cudnn-frontend, bf16 references)
 #   variants  --variants (longattn override columns: tile, sections, dynamic, rescale)
+#   pytest    the Python package's GPU tests (pytest -m gpu tests/python)
 #   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
 #             shipped rules and overrides sections=0
 # BENCH_ARGS (env) are added to every benchmark stage, split at spaces (e.g. "--dtype f16",
@@ -83,6 +84,17 @@ else
 fi
 FA3ARG=""
 [ -f .fa3/libdew_flash_attn3.so ] && FA3ARG="--fa3 .fa3"
+# A baseline for A/B: an earlier tree in .old/ (git archive of a commit, carried) builds its own
+# capi library; every dense benchmark row then has a 'baseline' column interleaved with longattn.
+if [ -f .old/CMakeLists.txt ]; then
+  if cmake -S .old -B build-old -G Ninja -DCMAKE_BUILD_TYPE=Release -DLONGATTN_TOOLS=OFF >"$LOGS/cmake_old.log" 2>&1 &&
+     cmake --build build-old -j16 --target longattn_capi >>"$LOGS/cmake_old.log" 2>&1; then
+    FA3ARG="$FA3ARG --baseline build-old/bench/gpu/liblongattn_capi.so"
+    say "baseline: .old ($(cat .old/COMMIT 2>/dev/null))"
+  else
+    say "baseline build failed: $(grep -m1 -E 'error|FAILED' "$LOGS/cmake_old.log")"
+  fi
+fi
 [ -z "$FA3ARG" ] && say "no .fa3/libdew_flash_attn3.so: FA3 columns are n/a (carry .fa3)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee -a "$SUM"
 
@@ -143,6 +155,9 @@ for st in $STAGES; do
     features) bench features --features ;;
     fp8) bench fp8 --fp8 ;;
     variants) bench variants --variants ;;
+    pytest)  # the Python package's GPU tests (torch tensors on the device) through $PYPKG
+      run pytest python3 -m pytest -q -m gpu tests/python -p no:cacheprovider
+      tail -5 "$LOGS/pytest.log" | tee -a "$SUM" ;;
     ncu)
       # Issue 6: L2 hit rate and DRAM bytes of one long call, the shipped rules and one L2 section.
       M=lts__t_sector_hit_rate.pct,dram__bytes_read.sum,gpu__time_duration.sum

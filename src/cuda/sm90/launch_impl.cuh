@@ -13,6 +13,11 @@
 #include "cuda/sm90/tile_list.cuh"
 
 namespace longattn::cuda::sm90 {
+// Internal linkage: the opt-in cache below must belong to this copy of the library. A static
+// local of a template with external linkage is one process-wide (GNU unique) symbol, so a
+// second copy of the library in the process (a Python extension beside a ctypes-loaded one)
+// skipped its own opt-in and its launches failed with "invalid argument".
+namespace {
 
 template <class Cfg>
 cudaError_t launch_cfg(const LaunchArgs& a) {
@@ -85,6 +90,8 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
   }
   return e;
 }
+
+}  // namespace
 
 template <InType kIn, int kHeadDim, int kHeadDimV>
 cudaError_t launch_fwd(const LaunchArgs& a) {
