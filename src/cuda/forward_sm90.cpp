@@ -51,8 +51,11 @@ Status check_device(const char* name, const Tensor& t, const Problem& p) {
 // What the kernels cannot serve: dtypes, head dims, layouts beyond their 32-bit coordinates,
 // misaligned operands. NotSupported names the argument.
 Status check_supported(const Args& a, const Problem& p) {
-  if (p.fp8) return not_yet("fp8 (e4m3) inputs");
-  if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
+  if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16 && !p.fp8)
+    return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
+  if (p.fp8 && (p.dim_qk != 128 || p.dim_v != 128))
+    return not_yet("fp8 (e4m3) with head dims " + std::to_string(p.dim_qk) + " / " + std::to_string(p.dim_v) +
+                   " (128 / 128 is)");
   // Head dims: 64, 128, 256, or q / k 192 with v 128 (DeepSeek-style; the ragged kernel).
   const bool split = p.dim_qk != p.dim_v;
   if (split && !(p.dim_qk == 192 && p.dim_v == 128))
@@ -63,9 +66,9 @@ Status check_supported(const Args& a, const Problem& p) {
     return not_yet(std::string("out dtype ") + dtype_name(p.out_dtype));
   if (p.device.kind != DeviceKind::cuda) return Status::Invalid("q: must be a CUDA tensor for the CUDA backend");
 
-  const char* names[] = {"q", "k", "v", "out", "lse", "sinks", "page_table"};
-  const Tensor* ts[] = {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.sinks, &a.page_table};
-  for (int i = 0; i < 7; ++i) LONGATTN_TRY(check_device(names[i], *ts[i], p));
+  const char* names[] = {"q", "k", "v", "out", "lse", "sinks", "page_table", "q_descale", "k_descale", "v_descale"};
+  const Tensor* ts[] = {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.sinks, &a.page_table, &a.q_descale, &a.k_descale, &a.v_descale};
+  for (int i = 0; i < 10; ++i) LONGATTN_TRY(check_device(names[i], *ts[i], p));
   for (int i = 0; i < 3; ++i) LONGATTN_TRY(check_tma_operand(names[i], *ts[i]));
   // Ragged token rows are TMA coordinates (int32).
   for (int i = 0; i < 3; ++i)
@@ -103,6 +106,7 @@ Status check_pages(const Args& a, const Problem& p, cudaStream_t stream) {
 }
 
 cudaError_t launch(const Problem& p, const LaunchArgs& la) {
+  if (p.fp8) return cuda::sm90::launch_fwd<InType::e4m3, 128, 128>(la);  // check_supported
   const bool bf16 = p.in_dtype == DType::bf16;
   if (p.dim_qk != p.dim_v)  // 192 / 128 (check_supported)
     return bf16 ? cuda::sm90::launch_fwd<InType::bf16, 192, 128>(la) : cuda::sm90::launch_fwd<InType::f16, 192, 128>(la);

@@ -39,8 +39,9 @@ TileMapSpec map_spec(const Tensor& t, CUtensorMapDataType dt, int box_rows) {
 }  // namespace
 
 std::string encode_maps(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::LaunchArgs* la) {
-  const CUtensorMapDataType dt =
-      p.in_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMapDataType dt = p.in_dtype == DType::bf16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                 : p.in_dtype == DType::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                            : CU_TENSOR_MAP_DATA_TYPE_UINT8;  // e4m3 bytes
   const bool paged = p.kv == KvLayout::paged;
   const int block_n = plan.tile.block_n;
   // Paged boxes shorter than the tile carry one 64-column chunk each (tensor_map.h), except in
@@ -74,6 +75,17 @@ void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& pla
   fp.num_m_blocks = plan.num_m_blocks;
   fp.num_tiles = fp.num_m_blocks * fp.heads_q * p.batch;
   fp.scale_log2 = float(double(p.scale) * 1.4426950408889634);
+  if (p.fp8) {  // (batch, heads_kv) float32 descales; absent: 1
+    auto set = [](const Tensor& t, const float** ptr, int64_t* sb, int64_t* sh) {
+      if (!t.present()) return;
+      *ptr = static_cast<const float*>(t.data);
+      *sb = t.stride[0];
+      *sh = t.stride[1];
+    };
+    set(a.q_descale, &fp.q_descale, &fp.qd_sb, &fp.qd_sh);
+    set(a.k_descale, &fp.k_descale, &fp.kd_sb, &fp.kd_sh);
+    set(a.v_descale, &fp.v_descale, &fp.vd_sb, &fp.vd_sh);
+  }
   fp.rescale_threshold = plan.rescale_threshold;
   fp.causal = causal;
   fp.causal_offset = (causal || windowed) ? p.mask.offset(p.max_seq_q, p.max_seq_k) : 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cuda/sm90/fp8_scale.h"
 #include "cuda/sm90/pack_gqa.h"
 #include "cuda/sm90/page_math.h"
 #include "cuda/sm90/schedule_rule.h"
@@ -84,11 +85,13 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     pack = decide(ov.pack_gqa, sm90::pack_gqa_worth(q));
   }
   if (pack) ragged = features = true;
+  // fp8: every feature runs on the ragged kind (one fp8 tile, fewer instantiations).
+  if (p.fp8 && features && !ragged) ragged = true;
   pl.kernel = paged      ? (pack ? Kernel::paged_packed : Kernel::paged)
               : ragged   ? (pack ? Kernel::ragged_packed : Kernel::ragged)
               : features ? Kernel::feature
                          : dense;
-  pl.tile = sm90::kernel_tile(pl.kernel, d, dv);
+  pl.tile = p.fp8 ? sm90::fp8_tile(pl.kernel, d, dv) : sm90::kernel_tile(pl.kernel, d, dv);
   const sm90::TileConfig& tc = pl.tile;
 
   // Paged K/V, any page size: each K/V tile is loaded as boxes of 2^box_shift rows that never
@@ -136,6 +139,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     pl.softcap_mode = fixed ? sm90::kCapFixed : sm90::kCapFused;
   }
   pl.rescale_threshold = ov.rescale_threshold;
+  // fp8: P must stay inside e4m3 (fp8_scale.h): never a larger threshold than the bound.
+  if (p.fp8) pl.rescale_threshold = std::min(pl.rescale_threshold, sm90::kFp8RescaleThreshold);
 
   // Tile order (schedule_rule.h: the budget rule; scheduler.cuh).
   const int64_t budget = sm90::l2_budget(a.l2_budget_bytes, l2_bytes);

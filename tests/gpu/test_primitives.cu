@@ -25,7 +25,8 @@ constexpr int kRows = 64, kDim = 128, kTileBytes = kRows * kDim * 2;
 struct TestCfg {
   using Element = __nv_bfloat16;
   static constexpr int kHeadDim = kDim, kHeadDimV = kDim, kBlockM = kRows, kBlockN = kRows;
-  static constexpr bool kPaged = false;
+  static constexpr bool kPaged = false, kFp8 = false;
+  static constexpr int kChunks = kDim / 64, kChunksV = kDim / 64;
 };
 
 __device__ int frag_row(int tid, int e) { return (tid / 32) * 16 + (tid % 32) / 4 + 8 * (e / 2); }

@@ -36,4 +36,28 @@ for ptx_t, cpp_t in TYPES:
         out.append("  }")
         out.append("};")
         out.append("")
+# e4m3 (k32 per instruction; both operands K-major, so no transpose immediates): the S = Q K^T
+# widths of the fp8 tiles and the P V widths (v head dims).
+for n in [64, 128, 192, 256]:
+    nreg = n // 2
+    regs = ", ".join(f"%{i}" for i in range(nreg))
+    ops = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
+    a, b, sc = nreg, nreg + 1, nreg + 2
+    out.append(f"template <> struct WgmmaOp<__nv_fp8_e4m3, {n}> {{")
+    out.append(f"  static __device__ __forceinline__ void ss(float (&d)[{nreg}], uint64_t da, uint64_t db, int scale_d) {{")
+    out.append(f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sc}, 0;\\n"')
+    out.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{regs}}}, %{a}, %{b}, p, 1, 1;\\n}}\\n"')
+    out.append(f'      : {ops}')
+    out.append(f'      : "l"(da), "l"(db), "r"(scale_d));')
+    out.append("  }")
+    a0 = nreg
+    db_, sc2 = nreg + 4, nreg + 5
+    out.append(f"  static __device__ __forceinline__ void rs(float (&d)[{nreg}], const uint32_t (&a)[4], uint64_t db, int scale_d) {{")
+    out.append(f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sc2}, 0;\\n"')
+    out.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{regs}}}, {{%{a0}, %{a0+1}, %{a0+2}, %{a0+3}}}, %{db_}, p, 1, 1;\\n}}\\n"')
+    out.append(f'      : {ops}')
+    out.append(f'      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));')
+    out.append("  }")
+    out.append("};")
+    out.append("")
 print("\n".join(out))

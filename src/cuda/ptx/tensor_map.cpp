@@ -32,17 +32,19 @@ EncodeFn get_encoder() {
 std::string encode_tile_map(const TileMapSpec& s, CUtensorMap* map) {
   EncodeFn enc = get_encoder();
   if (!enc) return "cuTensorMapEncodeTiled is not available from the driver";
-  const cuuint64_t es = 2;  // bytes per element
-  cuuint64_t dims[5] = {64, cuuint64_t(s.rows), cuuint64_t(s.dim / 64), cuuint64_t(s.heads),
-                        cuuint64_t(s.batch)};
+  // bytes per element; a chunk is 128 bytes of a row (the swizzle row): cw elements.
+  const cuuint64_t es = s.dtype == CU_TENSOR_MAP_DATA_TYPE_UINT8 ? 1 : 2, cw = 128 / es;
+  if (s.dim % int64_t(cw) != 0) return "tensor map: head dim not a multiple of 128 bytes";
+  const cuuint64_t chunks = cuuint64_t(s.dim) / cw;
+  cuuint64_t dims[5] = {cw, cuuint64_t(s.rows), chunks, cuuint64_t(s.heads), cuuint64_t(s.batch)};
   // Byte strides of dims 1..4 (dim 0 is contiguous). The chunk dim has stride 128 bytes:
   // TMA accepts non-monotonic strides, which lets one box land as [chunk][row][64].
-  cuuint64_t strides[4] = {cuuint64_t(s.stride_row) * es, 64 * es,
+  cuuint64_t strides[4] = {cuuint64_t(s.stride_row) * es, 128,
                            cuuint64_t(s.stride_head) * es, cuuint64_t(s.stride_batch) * es};
   // Degenerate extents (1) may carry any stride; keep them valid multiples of 16.
   if (s.heads == 1) strides[2] = 16;
   if (s.batch == 1) strides[3] = 16;
-  cuuint32_t box[5] = {64, cuuint32_t(s.box_rows), cuuint32_t(s.box_chunks > 0 ? s.box_chunks : s.dim / 64), 1, 1};
+  cuuint32_t box[5] = {cuuint32_t(cw), cuuint32_t(s.box_rows), cuuint32_t(s.box_chunks > 0 ? s.box_chunks : chunks), 1, 1};
   if (s.pack_group > 1) {
     const int64_t g = s.pack_group;
     if (s.heads % g != 0 || s.box_rows % g != 0 || g > 256 || s.box_rows / g > 256)
@@ -62,15 +64,15 @@ std::string encode_tile_map(const TileMapSpec& s, CUtensorMap* map) {
     if (s.rows % 8 != 0 || s.box_rows % 8 != 0 || s.box_rows / 8 > 256 || s.stride_batch != s.rows * s.stride_row)
       return "grouped K map: pages of a multiple of 8 rows, uniformly strided, are required";
     dims[1] = 8;
-    dims[2] = cuuint64_t(s.dim / 64);
+    dims[2] = chunks;
     dims[3] = cuuint64_t(s.batch * s.rows / 8);
     dims[4] = cuuint64_t(s.heads);
     strides[0] = cuuint64_t(s.stride_row) * es;
-    strides[1] = 64 * es;
+    strides[1] = 128;
     strides[2] = cuuint64_t(8 * s.stride_row) * es;
     strides[3] = s.heads == 1 ? 16 : cuuint64_t(s.stride_head) * es;
     box[1] = 8;
-    box[2] = cuuint32_t(s.dim / 64);
+    box[2] = cuuint32_t(chunks);
     box[3] = cuuint32_t(s.box_rows / 8);
     box[4] = 1;
   }

@@ -8,11 +8,12 @@
 
 namespace longattn::cuda {
 
-// A 16-bit-element (bf16/f16) matrix view [batch][heads][rows][dim] with arbitrary 64-bit
-// element strides (dim contiguous), loaded as tiles of `box_rows` rows x the full dim into
-// shared memory as dim/64 consecutive 128B-swizzled chunks of box_rows x 64 elements.
-// The map is 5-D: (64 cols, rows, dim/64 chunks, heads, batch); out-of-range rows are
-// zero-filled by TMA, which is how sequence tails are handled.
+// A matrix view [batch][heads][rows][dim] of 16-bit (bf16 / f16) or 8-bit (e4m3, as UINT8)
+// elements with arbitrary 64-bit element strides (dim contiguous), loaded as tiles of
+// `box_rows` rows x the full dim into shared memory as consecutive 128B-swizzled chunks of
+// box_rows x 128 bytes (64 16-bit or 128 8-bit columns). The map is 5-D: (chunk cols, rows,
+// chunks, heads, batch); out-of-range rows are zero-filled by TMA, which is how sequence
+// tails are handled.
 struct TileMapSpec {
   const void* base = nullptr;
   CUtensorMapDataType dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;

@@ -9,12 +9,13 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cstdint>
 
 namespace longattn::cuda::ptx {
 
 template <class T, int N>
-struct WgmmaOp;  // specialized in wgmma_ops.inc for T in {bf16, half}, N in gen_wgmma.py
+struct WgmmaOp;  // specialized in wgmma_ops.inc for T in {bf16, half, e4m3}, N in gen_wgmma.py
 
 #include "cuda/ptx/wgmma_ops.inc"
 
@@ -57,6 +58,28 @@ template <class T, int N, int kTransB = 0>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4],
                                          uint64_t db, bool accumulate) {
   WgmmaOp<T, N>::template rs<kTransB>(d, a, db, accumulate ? 1 : 0);
+}
+
+// e4m3 (k32): D(64xN) (+)= A(64x32, smem desc, K-major) * B(32xN, smem desc, K-major).
+template <int N>
+__device__ __forceinline__ void wgmma_ss_fp8(float (&d)[N / 2], uint64_t da, uint64_t db, bool accumulate) {
+  WgmmaOp<__nv_fp8_e4m3, N>::ss(d, da, db, accumulate ? 1 : 0);
+}
+// e4m3 (k32): A from registers (4 x 4 e4m3 per thread), B K-major from shared memory. A
+// fragment of a k32 step: register 0 = row r, k 4 (l%4) .. +3; 1 = row r + 8, same k; 2 =
+// row r, k 16 + 4 (l%4) .. +3; 3 = row r + 8, same (r = 16w + l/4); byte i = k + i.
+template <int N>
+__device__ __forceinline__ void wgmma_rs_fp8(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, bool accumulate) {
+  WgmmaOp<__nv_fp8_e4m3, N>::rs(d, a, db, accumulate ? 1 : 0);
+}
+
+// Four fp32 to four e4m3 in one b32 (round to nearest even, saturating at +-448), byte i = x_i.
+__device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, float x3) {
+  uint16_t lo, hi;
+  // cvt ... e4m3x2 d, a, b: a goes to the upper byte, b to the lower.
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(x1), "f"(x0));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(x3), "f"(x2));
+  return uint32_t(lo) | (uint32_t(hi) << 16);
 }
 
 // Pack two fp32 into one b32 of two 16-bit values (round to nearest even), low = x.

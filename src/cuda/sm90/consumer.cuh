@@ -14,6 +14,8 @@
 #include "cuda/ptx/tma.cuh"
 #include "cuda/ptx/wgmma.cuh"
 #include "cuda/sm90/epilogue.cuh"
+#include "cuda/sm90/fp8.cuh"
+#include "cuda/sm90/fp8_scale.h"
 #include "cuda/sm90/gemm.cuh"
 #include "cuda/sm90/page_math.h"
 #include "cuda/sm90/params.h"
@@ -45,9 +47,19 @@ struct PingPong {
   }
 };
 
+// fp8: the descales of a tile's (batch, kv head): {q x k, v}.
+template <class Cfg>
+__device__ __forceinline__ float2 tile_descales(const FwdParams& p, int32_t b, int32_t hk) {
+  const float q = p.q_descale ? p.q_descale[b * p.qd_sb + hk * p.qd_sh] : 1.f;
+  const float k = p.k_descale ? p.k_descale[b * p.kd_sb + hk * p.kd_sh] : 1.f;
+  const float v = p.v_descale ? p.v_descale[b * p.vd_sb + hk * p.vd_sh] : 1.f;
+  return make_float2(q * k, v);
+}
+
 template <class Cfg>
 __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::Smem sm, int wg, int tid) {
-  constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDimV / 2, kNP = Cfg::kBlockN / 4;
+  // P fragments: 16-bit P packs 2 per register, fp8 P 4.
+  constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDimV / 2, kNP = Cfg::kBlockN / (Cfg::kFp8 ? 8 : 4);
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // this thread's first row in the tile
   PipeState<Cfg::kStages> ks, vs;
@@ -67,8 +79,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
   };
   // Fixed-max softcap (softcap_mode.h): bf16 kernels, not the three-warpgroup hdim-64 tile
   // (its consumer, at 160 registers, spilled 16 bytes with it); elsewhere the host sends
-  // kCapFused.
-  constexpr bool kFixedOk = Cfg::kFeat && (Cfg::kHeadDim > 64 || Cfg::kWGs == 2) &&
+  // kCapFused. (fp8 P must stay below 448: never a fixed max.)
+  constexpr bool kFixedOk = Cfg::kFeat && !Cfg::kFp8 && (Cfg::kHeadDim > 64 || Cfg::kWGs == 2) &&
                             std::is_same_v<typename Cfg::Element, __nv_bfloat16>;
 
   for (int64_t k = 0;; ++k) {
@@ -83,9 +95,18 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     if (t < 0) break;
     const TileCoord tc = TileScheduler::decode<Cfg::kRagged>(p, t);
     if (Cfg::kRagged && tc.b < 0) break;  // tile list padding: no more work
-    // Logit scale of the feature kernel (log2 units), the softcap folded in.
-    const float sl2 = p.feat_scale_log2;
     const TileWork<Cfg> w = tile_work<Cfg>(p, tc);
+    // fp8: the tile's descales fold into the logit scale (or the softcap's input scale) and
+    // the final normalization; 1 (folded away) for 16-bit inputs.
+    float dqk = 1.f, dv = 1.f;
+    if constexpr (Cfg::kFp8) {
+      const float2 d = tile_descales<Cfg>(p, w.kv_b, Cfg::kPack ? tc.h : tc.h / int32_t(p.group));
+      dqk = d.x;
+      dv = d.y;
+    }
+    // Logit scale of the feature kernel (log2 units), the softcap folded in.
+    const float sl2 = p.softcap_in != 0.f ? p.feat_scale_log2 : p.feat_scale_log2 * dqk;
+    const float cap_in = p.softcap_in * dqk;
     const auto& mask = w.mask;
     const int64_t lo = w.lo, hi = w.hi;
     // Element masks: dense kernels on blocks j >= j_mask (key tail, causal diagonal); the
@@ -110,7 +131,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       if constexpr (Cfg::kFeat) {
         const bool edge = uint32_t(int32_t(j) - ja) >= width;
         fused_cap = p.softcap_in != 0.f && !edge;
-        if (p.softcap_in != 0.f && edge) softcap(s, p.softcap_in);
+        if (p.softcap_in != 0.f && edge) softcap(s, cap_in);
         if (edge) mask.apply(s, j, row0, lane);
       } else {
         if (j >= j_mask) mask.apply(s, j, row0, lane);
@@ -120,17 +141,19 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     float o[kNO];
 #pragma unroll
     for (int i = 0; i < kNO; ++i) o[i] = 0.f;
-    OnlineSoftmax smx;
+    OnlineSoftmax<Cfg::kFp8 ? kFp8POffset : 0> smx;
     smx.init();
     if constexpr (Cfg::kFeat) {
+      // A sink logit in the kernel's logit units (without softcap those carry the descales).
+      const float to_raw = p.softcap_in != 0.f ? p.sink_to_raw : p.sink_to_raw / dqk;
       if constexpr (Cfg::kPack) {  // the rows' own heads (tc.h is the kv head)
         if (p.sinks) {
           const int32_t gm = (1 << p.pack_shift) - 1, h0 = tc.h << p.pack_shift;
-          smx.init_sink_rows(p.sinks[(h0 + (row0 & gm)) * p.sinks_stride] * p.sink_to_raw,
-                             p.sinks[(h0 + ((row0 + 8) & gm)) * p.sinks_stride] * p.sink_to_raw, lane);
+          smx.init_sink_rows(p.sinks[(h0 + (row0 & gm)) * p.sinks_stride] * to_raw,
+                             p.sinks[(h0 + ((row0 + 8) & gm)) * p.sinks_stride] * to_raw, lane);
         }
       } else {
-        if (p.sinks) smx.init_sink(p.sinks[tc.h * p.sinks_stride] * p.sink_to_raw, lane);
+        if (p.sinks) smx.init_sink(p.sinks[tc.h * p.sinks_stride] * to_raw, lane);
       }
       if (fixed_cap()) smx.fix_max(sl2);
     }
@@ -153,6 +176,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     // Full tiles pay a compare. The dense kernels' K/V maps end at seq_k, so TMA already
     // fills their tails with zeros.
     auto clear_v_tail = [&] {
+      if constexpr (Cfg::kFp8) return;  // the V transposer wrote zeros there (fp8.cuh)
       if constexpr (Cfg::kPagedTeam) {  // gathered V: the copies zero-filled the tail rows
         if (p.paged_mode == kPagedGather) return;
       }
@@ -162,6 +186,22 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
           wait_full(sm.v_full(vs.stage), vs.phase);
           clear_tail_rows<Cfg>(sm.v(vs.stage), n, wg * 128 + tid, uint32_t(p.v_group_shift));
         }
+      }
+    };
+
+    // S -> P fragments, and O += P V from the stage P V reads (fp8: Vt; fp8.cuh).
+    auto to_p = [&](const float(&s)[kNS], uint32_t(&pf)[kNP]) {
+      if constexpr (Cfg::kFp8) {
+        acc_to_a_frag_fp8(s, pf);
+      } else {
+        ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
+      }
+    };
+    auto pv = [&](float(&o)[kNO], const uint32_t(&pf)[kNP]) {
+      if constexpr (Cfg::kFp8) {
+        gemm_pv_fp8<Cfg>(o, pf, sm.pv(vs.stage));
+      } else {
+        gemm_pv<Cfg>(o, pf, sm.v(vs.stage), uint32_t(p.v_group_shift));
       }
     };
 
@@ -184,7 +224,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       if (j == lo) release(q_empty);
       mask_s(s, j);
       softmax_update(s);
-      ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
+      to_p(s, pf);
       bool rescale = false;  // O rescale owed by the last softmax, applied before the next P.V
 
       for (j = hi - 2; j >= lo; --j) {
@@ -195,8 +235,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         // Rescale O while S runs on the tensor cores (FlashAttention-3 order): O is not an
         // operand of any wgmma in flight here.
         if (rescale) rescale_rows(o, factor);
-        wait_full(sm.v_full(vs.stage), vs.phase);
-        gemm_pv<Cfg>(o, pf, sm.v(vs.stage), uint32_t(p.v_group_shift));
+        wait_full(sm.pv_full(vs.stage), vs.phase);
+        pv(o, pf);
         turn.pass_turn();
         ptx::wgmma_wait<1>();
         ptx::pin(s);
@@ -208,19 +248,19 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         rescale = moved || p.rescale_threshold <= 0.f;
         ptx::wgmma_wait<0>();
         ptx::pin(o);
-        release(sm.v_empty(vs.stage));
+        release(sm.pv_empty(vs.stage));
         vs.advance();
-        ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
+        to_p(s, pf);
       }
       if (rescale) rescale_rows(o, factor);
-      wait_full(sm.v_full(vs.stage), vs.phase);
+      wait_full(sm.pv_full(vs.stage), vs.phase);
       if (lo == hi - 1) clear_v_tail();  // a single key block: V[lo] is V[hi - 1]
       turn.wait_turn();
-      gemm_pv<Cfg>(o, pf, sm.v(vs.stage), uint32_t(p.v_group_shift));
+      pv(o, pf);
       turn.pass_turn();
       ptx::wgmma_wait<0>();
       ptx::pin(o);
-      release(sm.v_empty(vs.stage));
+      release(sm.pv_empty(vs.stage));
       vs.advance();
     } else {
       release(q_empty);
@@ -230,7 +270,11 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     if constexpr (Cfg::kFeat) {
       smx.finalize(sl2, inv, lse);
     } else {
-      smx.finalize(p.scale_log2, inv, lse);
+      smx.finalize(p.scale_log2 * dqk, inv, lse);
+    }
+    if constexpr (Cfg::kFp8) {
+      inv[0] *= dv;
+      inv[1] *= dv;
     }
     rescale_rows(o, inv);
     if constexpr (Cfg::kPack) {  // rows scattered back to (position, head)

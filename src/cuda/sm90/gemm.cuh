@@ -1,6 +1,7 @@
 // The consumers' GEMMs: S = Q K^T (wgmma SS, both K-major) and O += P V (wgmma RS, P from
-// registers, V MN-major), over the shared-memory stages the producer fills (128B swizzle,
-// 64-column chunks; paged kernels may use the grouped K / V stage layouts).
+// registers; V MN-major for 16-bit inputs, the transposed Vt K-major for fp8), over the
+// shared-memory stages the producer fills (128B swizzle, 128-byte chunks: 64 16-bit or 128
+// fp8 columns; paged kernels may use the grouped K / V stage layouts).
 #pragma once
 
 #include <cstdint>
@@ -20,13 +21,14 @@ struct KStageGeom {
     if constexpr (Cfg::kPaged) {
       if (k_grouped) {
         chunk = 1024;
-        group = (Cfg::kHeadDim / 64) * 1024;
+        group = Cfg::kChunks * 1024;
       }
     }
   }
 };
 
-// S(64 x kBlockN) = Q(64 rows of this warpgroup) K^T: both K-major, hdim/16 SS wgmmas.
+// S(64 x kBlockN) = Q(64 rows of this warpgroup) K^T: both K-major, one SS wgmma per 32 bytes
+// of the head dim (k16 for 16-bit inputs, k32 for fp8): 4 per 128-byte chunk.
 template <class Cfg>
 __device__ __forceinline__ void gemm_qk(float (&s)[Cfg::kBlockN / 2], const uint8_t* q_wg,
                                         const uint8_t* k_stage, uint32_t k_grouped = 0) {
@@ -35,11 +37,15 @@ __device__ __forceinline__ void gemm_qk(float (&s)[Cfg::kBlockN / 2], const uint
   const KStageGeom<Cfg> g(k_grouped);
   ptx::wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
+  for (int kk = 0; kk < Cfg::kChunks * 4; ++kk) {
     uint32_t off = (kk % 4) * 32;
     uint64_t da = ptx::desc_k_major(qa + (kk / 4) * Cfg::kBlockM * 128 + off);
     uint64_t db = ptx::desc_k_major(ka + (kk / 4) * g.chunk + off, g.group);
-    ptx::wgmma_ss<T, Cfg::kBlockN>(s, da, db, kk > 0);
+    if constexpr (Cfg::kFp8) {
+      ptx::wgmma_ss_fp8<Cfg::kBlockN>(s, da, db, kk > 0);
+    } else {
+      ptx::wgmma_ss<T, Cfg::kBlockN>(s, da, db, kk > 0);
+    }
   }
   ptx::wgmma_commit();
 }
@@ -61,11 +67,28 @@ __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDimV / 2],
     uint32_t off = kk * 16 * 128, lbo = Cfg::kBlockN * 128;
     if constexpr (Cfg::kPaged) {
       const uint32_t r0 = kk * 16;
-      off = (r0 >> g_shift) * ((Cfg::kHeadDimV * 2) << g_shift) + ((r0 & ((1u << g_shift) - 1)) << 7);
+      off = (r0 >> g_shift) * ((Cfg::kChunksV * 128) << g_shift) + ((r0 & ((1u << g_shift) - 1)) << 7);
       lbo = 128u << g_shift;
     }
     uint64_t db = ptx::desc_mn_major(va + off, lbo);
     ptx::wgmma_rs<T, Cfg::kHeadDimV, 1>(o, a, db, true);
+  }
+  ptx::wgmma_commit();
+}
+
+// fp8: O(64 x hdim_v) += P(64 x kBlockN, e4m3 registers) Vt(hdim_v x kBlockN, K-major):
+// kBlockN / 32 RS wgmmas. Vt stage: [128-key chunk][hdim_v rows][128 bytes] (fp8.cuh
+// transpose_v; its keys permuted within each 16 so that P needs no shuffle).
+template <class Cfg>
+__device__ __forceinline__ void gemm_pv_fp8(float (&o)[Cfg::kHeadDimV / 2], const uint32_t (&p)[Cfg::kBlockN / 8],
+                                            const uint8_t* vt_stage) {
+  const uint32_t va = ptx::smem_u32(vt_stage);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockN / 32; ++kk) {
+    const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
+    const uint64_t db = ptx::desc_k_major(va + (kk / 4) * (Cfg::kHeadDimV * 128) + (kk % 4) * 32);
+    ptx::wgmma_rs_fp8<Cfg::kHeadDimV>(o, a, db, true);
   }
   ptx::wgmma_commit();
 }

@@ -14,6 +14,7 @@
 #include "cuda/ptx/sync.cuh"
 #include "cuda/ptx/tma.cuh"
 #include "cuda/sm90/consumer.cuh"
+#include "cuda/sm90/fp8.cuh"
 #include "cuda/sm90/kernel_config.cuh"
 #include "cuda/sm90/paged_kv.cuh"
 #include "cuda/sm90/params.h"
@@ -79,6 +80,41 @@ __device__ __forceinline__ void producer_loop(const FwdParams& p, Producer<Cfg>&
   }
 }
 
+// fp8: warps 1..3 of the producer warpgroup transpose each V stage into the Vt stage P V
+// reads (fp8.cuh), in the load order: per tile, V[hi - 1] down to V[lo]. They walk the same
+// tiles as the producer (the static schedule: fp8 kernels have no dynamic counter).
+template <class Cfg>
+__device__ __forceinline__ void transposer_loop(const FwdParams& p, typename Cfg::Smem sm, int w, int lane) {
+  constexpr int kWarps = 3;
+  PipeState<Cfg::kStages> vs, ts;
+  for (int64_t k = 0;; ++k) {
+    const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
+    if (t < 0) break;
+    const TileCoord tc = TileScheduler::decode<Cfg::kRagged>(p, t);
+    if (Cfg::kRagged && tc.b < 0) break;  // tile list padding
+    const TileWork<Cfg> wk = tile_work<Cfg>(p, tc);
+    for (int64_t j = wk.hi - 1; j >= wk.lo; --j) {
+      // Keys of this block that exist: ragged / paged tiles end inside their last block, and
+      // what lies past it in shared memory is not zero; dense maps end at seq_k (TMA fills 0).
+      int32_t n_valid = Cfg::kBlockN;
+      if constexpr (Cfg::kRagged) n_valid = wk.mask.sk - int32_t(j) * Cfg::kBlockN;
+      ptx::mbar_wait(sm.v_full(vs.stage), vs.phase);
+      ptx::mbar_wait(sm.pv_empty(ts.stage), ts.phase ^ 1u);
+      transpose_v<Cfg, kWarps>(sm.v(vs.stage), sm.pv(ts.stage), w, lane, n_valid);
+      // Generic-proxy stores read next by wgmma (async proxy): a proxy fence in every writing
+      // thread, then one arrival per warp.
+      ptx::fence_proxy_async_smem();
+      __syncwarp();
+      if (lane == 0) {
+        ptx::mbar_arrive(sm.pv_full(ts.stage));
+        ptx::mbar_arrive(sm.v_empty(vs.stage));
+      }
+      vs.advance();
+      ts.advance();
+    }
+  }
+}
+
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -103,7 +139,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       ptx::mbar_init(sm.k_full(s), fills);
       ptx::mbar_init(sm.v_full(s), fills);
       ptx::mbar_init(sm.k_empty(s), 4 * Cfg::kWGs);
-      ptx::mbar_init(sm.v_empty(s), 4 * Cfg::kWGs);
+      // fp8: the V stage is read by the 3 transposer warps; the consumers read Vt.
+      ptx::mbar_init(sm.v_empty(s), Cfg::kFp8 ? 3 : 4 * Cfg::kWGs);
+      if constexpr (Cfg::kFp8) {
+        ptx::mbar_init(sm.pv_full(s), 3);
+        ptx::mbar_init(sm.pv_empty(s), 4 * Cfg::kWGs);
+      }
     }
     ptx::mbar_fence_init();
   }
@@ -121,6 +162,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if constexpr (Cfg::kPagedTeam) {
         if (p.paged_mode == kPagedGather) ptx::cp_async_wait_all();
       }
+    } else if (Cfg::kFp8 && tid >= 32) {
+      if constexpr (Cfg::kFp8) transposer_loop<Cfg>(p, sm, tid / 32 - 1, tid % 32);
     }
   } else {
     ptx::setmaxnreg_inc<Cfg::kTile.consumer_regs>();

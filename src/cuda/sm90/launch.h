@@ -10,7 +10,7 @@
 
 namespace longattn::cuda::sm90 {
 
-enum class InType : int { bf16 = 0, f16 = 1 };
+enum class InType : int { bf16 = 0, f16 = 1, e4m3 = 2 };
 
 struct LaunchArgs {
   CUtensorMap tm_q, tm_k, tm_v;
@@ -24,7 +24,8 @@ struct LaunchArgs {
 };
 
 // Launches kernel a.kernel for (dtype, head dims). Instantiated for q / k / v head dims 64,
-// 128, 256, and q / k 192 with v 128 (DeepSeek-style heads; ragged and paged kinds only).
+// 128, 256, and q / k 192 with v 128 (DeepSeek-style heads; ragged and paged kinds only); e4m3
+// for 128 (dense, ragged, paged and the packed kinds: the feature kind runs as ragged).
 template <InType kIn, int kHeadDim, int kHeadDimV>
 cudaError_t launch_fwd(const LaunchArgs& a);
 

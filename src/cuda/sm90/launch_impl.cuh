@@ -3,6 +3,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <atomic>
 
@@ -95,9 +96,24 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
 
 template <InType kIn, int kHeadDim, int kHeadDimV>
 cudaError_t launch_fwd(const LaunchArgs& a) {
-  using T = std::conditional_t<kIn == InType::bf16, __nv_bfloat16, __half>;
+  using T = std::conditional_t<kIn == InType::bf16, __nv_bfloat16,
+                               std::conditional_t<kIn == InType::f16, __half, __nv_fp8_e4m3>>;
   constexpr int D = kHeadDim, DV = kHeadDimV;
-  if constexpr (D != DV) {  // split head dims: the ragged kinds only
+  if constexpr (kIn == InType::e4m3) {
+    // One tile for every fp8 kind (tile_size.h fp8_tile): the dense kinds share a kernel, and
+    // the feature kind runs on the ragged one (which takes dense layouts too).
+    switch (a.kernel) {
+      case Kernel::dense:
+      case Kernel::dense_causal:
+      case Kernel::dense_wide: return launch_cfg<KernelConfig<T, D, DV, Kernel::dense>>(a);
+      case Kernel::feature:
+      case Kernel::ragged: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged>>(a);
+      case Kernel::paged: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged>>(a);
+      case Kernel::ragged_packed: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged_packed>>(a);
+      case Kernel::paged_packed: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged_packed>>(a);
+    }
+    return cudaErrorInvalidValue;
+  } else if constexpr (D != DV) {  // split head dims: the ragged kinds only
     switch (a.kernel) {
       case Kernel::ragged: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged>>(a);
       case Kernel::paged: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged>>(a);

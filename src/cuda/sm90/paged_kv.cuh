@@ -53,7 +53,7 @@ template <bool kIsK>
 __device__ __forceinline__ void Producer<Cfg>::load_paged(const FwdParams& p, int32_t pt_off, int32_t hk, uint32_t k_len,
                                            uint32_t j) {
   PipeState<Cfg::kStages>& st = kIsK ? ks : vs;
-  constexpr int kDim = kIsK ? Cfg::kHeadDim : Cfg::kHeadDimV;
+  constexpr int kChunks = kIsK ? Cfg::kChunks : Cfg::kChunksV;
   const uint32_t t0 = j * Cfg::kBlockN, shift = uint32_t(p.box_shift), r = 1u << shift;
   const uint32_t rows = k_len - t0 < uint32_t(Cfg::kBlockN) ? k_len - t0 : uint32_t(Cfg::kBlockN);
   const uint32_t boxes = (rows + r - 1) >> shift;
@@ -66,7 +66,7 @@ __device__ __forceinline__ void Producer<Cfg>::load_paged(const FwdParams& p, in
   uint64_t* full = kIsK ? sm.k_full(st.stage) : sm.v_full(st.stage);
   uint8_t* dst = kIsK ? sm.k(st.stage) : sm.v(st.stage);
   const CUtensorMap* tm = kIsK ? tm_k : tm_v;
-  ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (kDim * 2));
+  ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (kChunks * 128));
   if (r == uint32_t(Cfg::kBlockN)) {  // whole tile in one page: one box, every chunk
     ptx::tma_load_5d(dst, tm, full, 0, int32_t(row), 0, hk, page);
   } else if (kIsK ? p.k_grouped != 0 : uint32_t(p.v_group_shift) == shift) {  // grouped: a box has every chunk
@@ -77,7 +77,7 @@ __device__ __forceinline__ void Producer<Cfg>::load_paged(const FwdParams& p, in
         ++next_pg;
       }
       const int32_t next = i + 1 < boxes ? __ldg(p.page_table + (pt_off + int32_t(next_pg))) : 0;
-      grouped_box<kIsK>(p, dst + (i << shift) * (kDim * 2), tm, full, int32_t(row), hk, page);
+      grouped_box<kIsK>(p, dst + (i << shift) * (kChunks * 128), tm, full, int32_t(row), hk, page);
       row = next_row;
       pg = next_pg;
       page = next;
@@ -91,7 +91,7 @@ __device__ __forceinline__ void Producer<Cfg>::load_paged(const FwdParams& p, in
       }
       const int32_t next = i + 1 < boxes ? __ldg(p.page_table + (pt_off + int32_t(next_pg))) : 0;
 #pragma unroll
-      for (int c = 0; c < kDim / 64; ++c)
+      for (int c = 0; c < kChunks; ++c)
         ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, 0, int32_t(row), c,
                          hk, page);
       row = next_row;
@@ -147,8 +147,8 @@ __device__ __forceinline__ void Producer<Cfg>::team_load(const FwdParams& p, int
     int32_t lpage = 0;
     if (lrow < rows) lpage = __ldg(p.page_table + (pt_off + int32_t(page_div(t0 + lrow, p.page_magic, p.page_div_shift))));
     ptx::mbar_wait(empty, phase ^ 1u);
-    constexpr int kMaxChunks = (Cfg::kHeadDim > Cfg::kHeadDimV ? Cfg::kHeadDim : Cfg::kHeadDimV) / 64;
-    const int chunks = (is_k ? Cfg::kHeadDim : Cfg::kHeadDimV) / 64;
+    constexpr int kMaxChunks = Cfg::kChunks > Cfg::kChunksV ? Cfg::kChunks : Cfg::kChunksV;
+    const int chunks = is_k ? Cfg::kChunks : Cfg::kChunksV;
     const uint32_t unit = gather_unit(uint32_t(tid)), r0 = gather_first_row(uint32_t(tid));
     const uint8_t* src0 = (is_k ? p.k_bytes : p.v_bytes) + int64_t(hk) * (is_k ? p.k_head_bytes : p.v_head_bytes) +
                           unit * 16;
@@ -177,11 +177,11 @@ __device__ __forceinline__ void Producer<Cfg>::team_load(const FwdParams& p, int
     ptx::cp_async_mbar_arrive_noinc(full);
   } else {  // kPagedLanes
     ptx::mbar_wait(empty, phase ^ 1u);
-    const int dim = is_k ? Cfg::kHeadDim : Cfg::kHeadDimV;
+    const int chunks = is_k ? Cfg::kChunks : Cfg::kChunksV;
     const uint32_t shift = uint32_t(p.box_shift);
     const uint32_t boxes = (rows + (1u << shift) - 1) >> shift;
     const CUtensorMap* tm = is_k ? tm_k : tm_v;
-    if (tid == 0) ptx::mbar_arrive_expect_tx(full, (boxes << shift) * uint32_t(dim * 2));
+    if (tid == 0) ptx::mbar_arrive_expect_tx(full, (boxes << shift) * uint32_t(chunks * 128));
     __syncwarp();
     // A box has every chunk (grouped K / V).
     const bool grouped = is_k ? p.k_grouped != 0 : uint32_t(p.v_group_shift) == shift;
@@ -191,12 +191,12 @@ __device__ __forceinline__ void Producer<Cfg>::team_load(const FwdParams& p, int
       const int32_t page = __ldg(p.page_table + (pt_off + int32_t(pg)));
       if (grouped) {
         if (is_k) {
-          grouped_box<true>(p, dst + (i << shift) * uint32_t(dim * 2), tm, full, row, hk, page);
+          grouped_box<true>(p, dst + (i << shift) * uint32_t(chunks * 128), tm, full, row, hk, page);
         } else {
-          grouped_box<false>(p, dst + (i << shift) * uint32_t(dim * 2), tm, full, row, hk, page);
+          grouped_box<false>(p, dst + (i << shift) * uint32_t(chunks * 128), tm, full, row, hk, page);
         }
       } else {
-        for (int c = 0; c < dim / 64; ++c)
+        for (int c = 0; c < chunks; ++c)
           ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, 0, row, c, hk, page);
       }
     }

@@ -33,6 +33,12 @@ struct FwdParams {
   uint32_t sec_tiles = 0, full_secs = 0, sec_rounds = 0, sec_rem = 0, last_rounds = 0, last_rem = 0;
 
   float scale_log2 = 0;         // softmax scale * log2(e): logits in log2 units
+  // fp8 descales, float32 (batch, heads_kv) each, element strides (b, hk); null: 1. The
+  // logits are (Q K^T) qd kd, the output (P V) vd / l.
+  const float* q_descale = nullptr;
+  const float* k_descale = nullptr;
+  const float* v_descale = nullptr;
+  int64_t qd_sb = 0, qd_sh = 0, kd_sb = 0, kd_sh = 0, vd_sb = 0, vd_sh = 0;
   float rescale_threshold = 0;  // lazy rescale: rescale O only when the max grows more (log2 units); <= 0: always
   bool causal = false;
   int64_t causal_offset = 0;  // key position of query 0 (seq_k - seq_q bottom-right, 0 top-left)

@@ -61,9 +61,9 @@ struct Producer {
     ptx::mbar_arrive_expect_tx(sm.q_full(qs.stage), Smem::kQBytes);
     if constexpr (Cfg::kPack) {
 #pragma unroll
-      for (int c = 0; c < Cfg::kHeadDim / 64; ++c)
-        ptx::tma_load_5d(sm.q(qs.stage) + c * (Cfg::kBlockM * 128), tm_q, sm.q_full(qs.stage), c * 64, 0, row, h,
-                         b);
+      for (int c = 0; c < Cfg::kChunks; ++c)
+        ptx::tma_load_5d(sm.q(qs.stage) + c * (Cfg::kBlockM * 128), tm_q, sm.q_full(qs.stage), c * Cfg::kChunkCols, 0,
+                         row, h, b);
     } else {
       ptx::tma_load_5d(sm.q(qs.stage), tm_q, sm.q_full(qs.stage), 0, row, 0, h, b);
     }

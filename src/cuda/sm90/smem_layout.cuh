@@ -1,4 +1,5 @@
-// Shared-memory layout of the forward kernel: Q tile, K/V rings, mbarriers.
+// Shared-memory layout of the forward kernel: Q tile, K/V rings, mbarriers; fp8 kernels add
+// the transposed-V ring that P V reads (fp8.cuh).
 // NOTES: every tile starts 1024-byte aligned (128B swizzle atoms; descriptor base offset 0).
 #pragma once
 
@@ -6,17 +7,21 @@
 
 namespace longattn::cuda::sm90 {
 
-// kHeadDim: q / k head dim; kHeadDimV: v's (192 / 128 for DeepSeek-style heads).
-template <int kHeadDim, int kBlockM, int kBlockN, int kStages, int kQStages, int kHeadDimV = kHeadDim>
+// kHeadDim: q / k head dim; kHeadDimV: v's (192 / 128 for DeepSeek-style heads); kElemBytes:
+// 2 (bf16 / f16) or 1 (e4m3, which also gets a Vt ring: kHeadDimV rows x kBlockN keys).
+template <int kHeadDim, int kBlockM, int kBlockN, int kStages, int kQStages, int kHeadDimV = kHeadDim,
+          int kElemBytes = 2>
 struct SmemLayout {
-  static constexpr int kQBytes = kBlockM * kHeadDim * 2;
-  static constexpr int kKBytes = kBlockN * kHeadDim * 2;   // one K stage
-  static constexpr int kVBytes = kBlockN * kHeadDimV * 2;  // one V stage
+  static constexpr bool kVt = kElemBytes == 1;
+  static constexpr int kQBytes = kBlockM * kHeadDim * kElemBytes;
+  static constexpr int kKBytes = kBlockN * kHeadDim * kElemBytes;   // one K stage
+  static constexpr int kVBytes = kBlockN * kHeadDimV * kElemBytes;  // one V stage (and one Vt stage)
   static constexpr int kQOff = 0;
   static constexpr int kKOff = kQOff + kQStages * kQBytes;
   static constexpr int kVOff = kKOff + kStages * kKBytes;
-  static constexpr int kBarOff = kVOff + kStages * kVBytes;
-  static constexpr int kNumBars = 2 * kQStages + 4 * kStages;  // q, k and v rings
+  static constexpr int kVtOff = kVOff + kStages * kVBytes;
+  static constexpr int kBarOff = kVtOff + (kVt ? kStages * kVBytes : 0);
+  static constexpr int kNumBars = 2 * kQStages + (kVt ? 6 : 4) * kStages;  // q, k, v (and vt) rings
   static constexpr int kBytes = kBarOff + 8 * kNumBars;
   static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "tiles must stay 1024-aligned");
 
@@ -31,6 +36,11 @@ struct SmemLayout {
   __device__ uint64_t* k_empty(int s) const { return bars() + 2 * kQStages + kStages + s; }
   __device__ uint64_t* v_full(int s) const { return bars() + 2 * kQStages + 2 * kStages + s; }
   __device__ uint64_t* v_empty(int s) const { return bars() + 2 * kQStages + 3 * kStages + s; }
+  // The operand P V reads and its ring: V itself (16-bit kernels: MN-major), or its transposed
+  // copy Vt (fp8: the B operand of an fp8 wgmma must be K-major).
+  __device__ uint8_t* pv(int s) const { return kVt ? base + kVtOff + s * kVBytes : v(s); }
+  __device__ uint64_t* pv_full(int s) const { return kVt ? bars() + 2 * kQStages + 4 * kStages + s : v_full(s); }
+  __device__ uint64_t* pv_empty(int s) const { return kVt ? bars() + 2 * kQStages + 5 * kStages + s : v_empty(s); }
 };
 
 }  // namespace longattn::cuda::sm90

@@ -21,6 +21,9 @@
 
 namespace longattn::cuda::sm90 {
 
+// kPOffset (log2 units): P = 2^(x - m + kPOffset), scaled up by 2^kPOffset (fp8: fp8_scale.h);
+// the row sum carries the same factor, which finalize takes out of the LSE. 0 elsewhere.
+template <int kPOffset = 0>
 struct OnlineSoftmax {
   float m[2];  // running max, raw logit units (-inf: nothing seen)
   float l[2];  // per-thread partial row sums (quad-reduced in finalize)
@@ -32,18 +35,19 @@ struct OnlineSoftmax {
 
   // Attention sink (feature kernel): the sink joins the running max and the denominator
   // (one quad lane holds it: l is quad-reduced in finalize). `sink_raw` is in raw Q.K units;
-  // -inf means no sink. A row that then sees no key keeps m = sink, l = 1, O = 0: output 0
-  // and LSE = the sink, the reference's contract.
+  // -inf means no sink. A row that then sees no key keeps m = sink, l = 1 (x 2^kPOffset),
+  // O = 0: output 0 and LSE = the sink, the reference's contract.
+  static constexpr float kOne = float(1 << kPOffset);  // P of a logit at the max
   __device__ void init_sink(float sink_raw, int lane) {
     m[0] = m[1] = sink_raw;
-    l[0] = l[1] = (lane % 4 == 0 && sink_raw > -INFINITY) ? 1.f : 0.f;
+    l[0] = l[1] = (lane % 4 == 0 && sink_raw > -INFINITY) ? kOne : 0.f;
   }
   // The two rows' own sinks (packed GQA: the rows may belong to different query heads).
   __device__ void init_sink_rows(float sink0, float sink1, int lane) {
     m[0] = sink0;
     m[1] = sink1;
-    l[0] = (lane % 4 == 0 && sink0 > -INFINITY) ? 1.f : 0.f;
-    l[1] = (lane % 4 == 0 && sink1 > -INFINITY) ? 1.f : 0.f;
+    l[0] = (lane % 4 == 0 && sink0 > -INFINITY) ? kOne : 0.f;
+    l[1] = (lane % 4 == 0 && sink1 > -INFINITY) ? kOne : 0.f;
   }
 
   // Turns S into P in place; returns the per-row O rescale factors; `rescale` tells whether
@@ -154,7 +158,7 @@ struct OnlineSoftmax {
     factor[r] = move ? ptx::exp2_approx((m_old - m_new) * scale_log2) : 1.f;
     any |= move;
     m[r] = m_new;
-    return m_new == -INFINITY ? 0.f : m_new * scale_log2;
+    return m_new == -INFINITY ? 0.f : m_new * scale_log2 - float(kPOffset);
   }
 
   // Reduces the row sums; returns 1/l per row (0 for rows with no visible key) and the
@@ -167,7 +171,7 @@ struct OnlineSoftmax {
       s += __shfl_xor_sync(0xffffffffu, s, 2);
       bool empty = !(s > 0.f);
       inv[r] = empty ? 0.f : 1.f / s;
-      lse[r] = empty ? -INFINITY : (m[r] * scale_log2 + __log2f(s)) * 0.69314718055994531f;
+      lse[r] = empty ? -INFINITY : (m[r] * scale_log2 + __log2f(s) - float(kPOffset)) * 0.69314718055994531f;
     }
   }
 };

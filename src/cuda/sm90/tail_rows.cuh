@@ -25,10 +25,10 @@ __device__ __forceinline__ void clear_tail_rows(uint8_t* stage, int32_t first_ro
       const int32_t words = (Cfg::kBlockN - first_row) * 32;
       for (int32_t u = ctid; u < words; u += kThreads) {
         const uint32_t row = uint32_t(first_row) + (uint32_t(u) >> 5);
-        uint32_t* base = reinterpret_cast<uint32_t*>(stage + (row >> g_shift) * g * (Cfg::kHeadDimV * 2) +
+        uint32_t* base = reinterpret_cast<uint32_t*>(stage + (row >> g_shift) * g * (Cfg::kChunksV * 128) +
                                                      (row & (g - 1)) * 128) + (u & 31);
 #pragma unroll
-        for (int c = 0; c < Cfg::kHeadDimV / 64; ++c) base[c * g * 32] = 0u;
+        for (int c = 0; c < Cfg::kChunksV; ++c) base[c * g * 32] = 0u;
       }
       ptx::fence_proxy_async_smem();
       ptx::named_sync(ptx::kBarClearTail, kThreads);
@@ -41,7 +41,7 @@ __device__ __forceinline__ void clear_tail_rows(uint8_t* stage, int32_t first_ro
   const int32_t units = (Cfg::kBlockN - first_row) * 32;  // 4-byte words per chunk
   uint32_t* rows = reinterpret_cast<uint32_t*>(stage + first_row * 128);
 #pragma unroll
-  for (int c = 0; c < Cfg::kHeadDimV / 64; ++c)
+  for (int c = 0; c < Cfg::kChunksV; ++c)
     for (int32_t u = ctid; u < units; u += kThreads) rows[c * Cfg::kBlockN * 32 + u] = 0u;
   ptx::fence_proxy_async_smem();
   ptx::named_sync(ptx::kBarClearTail, kThreads);

@@ -110,6 +110,14 @@ constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
   }
 }
 
+// The fp8 (e4m3) kernels' tile, every kind: 128 x 128 (Vt rows are 128 keys: one 128-byte
+// swizzle row, fp8.cuh). Shared memory (hdim 128): 2 Q + 2 x (K + V + Vt) of 16 KB = 128 KB.
+// Registers: S 64 + P 16 + O 64 per consumer thread; the producer warpgroup's warps 1..3
+// transpose V (fp8.cuh) and need more than 24 registers: 40 / 232.
+constexpr TileConfig fp8_tile(Kernel, int head_dim, int) {
+  return head_dim <= 128 ? TileConfig{128, 128, 2, 2, 40, 232, 2} : TileConfig{128, 128, 2, 2, 40, 232, 1};
+}
+
 // The dense kernel for a problem: causal problems the causal tile; hdim-128 non-causal ones
 // by key count: up to 2k the causal tile (its 128-key blocks waste less of short rows), 2k..16k
 // the 128 x 192 tile, longer ones 128 x 176 (128 x 192 loses there with the same tile order;

@@ -1,0 +1,174 @@
+// fp8 (e4m3) forward on the GPU against the float64 reference on the dequantized inputs
+// (oracle rule, tests/support/testing.h: the naive computation rounds P to e4m3 in [0, 1], so
+// its error bounds the kernel's, whose P carries 2^kFp8POffset more resolution), every
+// feature of the 16-bit path; and the range edge of P (cuda/sm90/fp8_scale.h).
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "cuda/sm90/fp8_scale.h"
+#include "device_case.h"
+#include "gpu_case.h"
+#include "support/testing.h"
+
+namespace longattn {
+namespace {
+
+using gputest::DeviceCase;
+using gputest::have_sm90;
+using gputest::to_device;
+using testing::Case;
+using testing::CaseSpec;
+
+CaseSpec F8(int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, bool causal, uint64_t seed) {
+  CaseSpec s;
+  s.batch = batch;
+  s.seq_q = sq;
+  s.seq_k = sk;
+  s.heads_q = hq;
+  s.heads_kv = hkv;
+  s.dim_qk = s.dim_v = 128;
+  s.dtype = DType::e4m3;
+  s.mask.causal = causal;
+  s.amp = 4.f;  // e4m3 inputs in [-4, 4): descales in [0.5, 2) set the logits' scale
+  s.seed = seed;
+  return s;
+}
+
+// The fp8 kernels' cases: one line each, every feature the bf16 path has at head dim 128.
+std::vector<CaseSpec> fp8_cases() {
+  std::vector<CaseSpec> v;
+  v.push_back(F8(2, 300, 300, 4, 4, false, 1));
+  v.push_back(F8(2, 333, 517, 4, 2, true, 2));   // GQA, KV prefix, bottom-right causal
+  v.push_back(F8(1, 1000, 1000, 8, 1, true, 3));  // MQA
+  v.push_back(F8(3, 129, 1, 4, 2, false, 4));     // one key
+  CaseSpec s = F8(2, 700, 400, 4, 2, true, 5);    // seq_q > seq_k: rows that see no key
+  s.mask.align = CausalAlign::top_left;
+  v.push_back(s);
+  s = F8(2, 640, 700, 4, 2, true, 6);
+  s.out_dtype = DType::f32;
+  v.push_back(s);
+  s = F8(2, 500, 640, 4, 2, false, 7);
+  s.out_dtype = DType::f16;
+  s.lse = false;
+  v.push_back(s);
+  s = F8(2, 500, 900, 4, 2, true, 8);  // window
+  s.mask.window_left = 200;
+  v.push_back(s);
+  s = F8(2, 600, 600, 4, 2, true, 9);  // chunked
+  s.mask.chunk_size = 256;
+  v.push_back(s);
+  s = F8(2, 300, 777, 4, 2, true, 10);  // sinks + softcap
+  s.sinks = true;
+  s.softcap = 20.f;
+  v.push_back(s);
+  s = F8(1, 900, 333, 4, 2, false, 11);  // sinks alone
+  s.sinks = true;
+  v.push_back(s);
+  s = F8(4, 400, 600, 4, 2, true, 12);  // ragged q and k
+  s.ragged_q = s.ragged_k = true;
+  v.push_back(s);
+  s = F8(3, 300, 800, 4, 2, true, 13);  // seqused_k
+  s.seqused_k = true;
+  v.push_back(s);
+  for (int64_t page : {16, 64, 128, 256}) {  // paged K/V
+    s = F8(3, 200, 700, 4, 2, true, 20 + uint64_t(page));
+    s.page_size = page;
+    s.seqused_k = true;
+    v.push_back(s);
+  }
+  s = F8(2, 16, 2000, 32, 8, true, 30);  // short seq_q: packed GQA
+  v.push_back(s);
+  s = F8(2, 250, 500, 4, 2, true, 31);  // padded (strided) rows
+  s.padded = true;
+  v.push_back(s);
+  s = F8(1, 3000, 20000, 2, 1, false, 32);  // batch 1, few tiles: split-KV
+  v.push_back(s);
+  return v;
+}
+
+testing::OracleResult run_fp8(const CaseSpec& s, Case& c) {
+  testing::OracleResult r;
+  DeviceCase d = to_device(c);
+  const Status st = forward(d.args);
+  if (!st.ok()) {
+    r.failure = "forward: " + st.message();
+    return r;
+  }
+  if (cudaDeviceSynchronize() != cudaSuccess) {
+    r.failure = "device error";
+    return r;
+  }
+  d.download(c.out, d.args.out);
+  d.download(c.lse, d.args.lse);
+  return testing::check_against_reference(c.args, 1e-3);
+}
+
+class GpuFp8 : public ::testing::TestWithParam<CaseSpec> {};
+
+TEST_P(GpuFp8, MatchesReference) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  const CaseSpec& s = GetParam();
+  Case c = testing::make_case(s);
+  gputest::poison_unread_kv(c.args, s.seed % 2 ? INFINITY : NAN);
+  const testing::OracleResult r = run_fp8(s, c);
+  printf("fp8 %-64s err %.2e naive %.2e lse %.2e (naive %.2e)\n", testing::describe(s).c_str(), r.max_err,
+         r.naive_err, r.lse_err, r.lse_naive_err);
+  EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << ": " << r.failure;
+}
+
+std::string spec_name(const ::testing::TestParamInfo<CaseSpec>& i) {
+  const CaseSpec& s = i.param;
+  return "b" + std::to_string(s.batch) + "_sq" + std::to_string(s.seq_q) + "_sk" + std::to_string(s.seq_k) + "_h" +
+         std::to_string(s.heads_q) + "x" + std::to_string(s.heads_kv) + "_s" + std::to_string(s.seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp8, GpuFp8, ::testing::ValuesIn(fp8_cases()), spec_name);
+
+TEST(GpuFp8Specs, ValidOnHost) {
+  for (const CaseSpec& s : fp8_cases()) {
+    Case c = testing::make_case(s);
+    EXPECT_TRUE(validate(c.args).ok()) << testing::describe(s) << ": " << validate(c.args).message();
+  }
+}
+
+// The range edge of P (fp8_scale.h). Every row's logits rise by just under the lazy-rescale
+// threshold from one key block to the next in the order the kernel visits them (the last block
+// first), with every key of a block at that block's level: the running max never moves, so the
+// P of block after block climbs toward 2^(offset + threshold) and every key sits near the top.
+// With offset + threshold above log2(448), P would saturate in e4m3 while the float32 row sum
+// kept growing, and O would be wrong by far more than the oracle allows.
+TEST(GpuFp8Range, MaxGrowingJustUnderTheThreshold) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  constexpr int kBlock = 128, kBlocks = 12, kSk = kBlock * kBlocks;
+  CaseSpec s = F8(1, 64, kSk, 2, 1, false, 77);
+  s.lse = true;
+  Case c = testing::make_case(s);
+  // q = (16, 0, ...): logit of key j = scale qd kd 16 k_j[0]. k_j[0] = level of j's block
+  // (integers 0..11, exact in e4m3); one level = (threshold - 0.05) log2 units.
+  const double step_log2 = double(cuda::sm90::kFp8RescaleThreshold) - 0.05;
+  const double scale = 1.0 / std::sqrt(128.0);
+  const double dqk = step_log2 / std::log2(std::exp(1.0)) / (scale * 16.0);  // qd kd for one level per unit
+  auto* q = reinterpret_cast<__nv_fp8_e4m3*>(c.q.bytes.data());
+  auto* k = reinterpret_cast<__nv_fp8_e4m3*>(c.k.bytes.data());
+  for (int64_t i = 0; i < s.seq_q * s.heads_q; ++i)
+    for (int d = 0; d < 128; ++d) q[i * 128 + d] = __nv_fp8_e4m3(d == 0 ? 16.f : 0.f);
+  for (int64_t j = 0; j < kSk; ++j)
+    for (int d = 0; d < 128; ++d) k[j * 128 + d] = __nv_fp8_e4m3(d == 0 ? float(kBlocks - 1 - j / kBlock) : 0.f);
+  float* qd = reinterpret_cast<float*>(c.q_descale.bytes.data());
+  float* kd = reinterpret_cast<float*>(c.k_descale.bytes.data());
+  qd[0] = float(dqk);
+  kd[0] = 1.f;
+  const testing::OracleResult r = run_fp8(s, c);
+  printf("fp8 range edge: err %.2e naive %.2e (bound %.2e), P up to 2^%.2f\n", r.max_err, r.naive_err, r.bound,
+         cuda::sm90::kFp8POffset + step_log2);
+  EXPECT_TRUE(r.failure.empty()) << r.failure;
+}
+
+}  // namespace
+}  // namespace longattn
