@@ -162,12 +162,12 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       if constexpr (Cfg::kFeat) {
         if (fused_cap) {
           if (fixed_cap()) return smx.template update_fixed<true>(s, p.softcap_in, sl2, factor);
-          return smx.update_capped(s, p.softcap_in, sl2, p.rescale_threshold, factor);
+          return smx.update_capped(s, cap_in, sl2, p.rescale_threshold, factor);
         }
         if (fixed_cap()) return smx.template update_fixed<false>(s, 0.f, sl2, factor);  // capped, masked
         return smx.update(s, sl2, p.rescale_threshold, factor);
       } else {
-        return smx.update(s, p.scale_log2, p.rescale_threshold, factor);
+        return smx.update(s, p.scale_log2 * dqk, p.rescale_threshold, factor);
       }
     };
 
