@@ -29,6 +29,7 @@ ap.add_argument("--softcap", type=float, default=0.0)
 ap.add_argument("--sinks", action="store_true")
 ap.add_argument("--window", type=int, default=-1, help="left window (causal: keys before the diagonal)")
 ap.add_argument("--overrides", default="", help="longattn_bench_set_overrides spec")
+ap.add_argument("--fp8", action="store_true", help="e4m3 q / k / v (descales 1), bf16 out")
 a = ap.parse_args()
 g = torch.Generator(device="cuda").manual_seed(1)
 q = torch.randn(a.batch, a.seq, a.hq, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -37,9 +38,15 @@ v = torch.randn(a.batch, a.seq, a.hk, a.dim, device="cuda", dtype=torch.bfloat16
 o = torch.full_like(q, math.nan)
 la = LongAttn(a.lib)
 sinks = torch.rand(a.hq, device="cuda", dtype=torch.float32, generator=g) * 4 - 1 if a.sinks else None
+if a.fp8:
+    q8, k8, v8 = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
+    ones = torch.ones(a.batch, a.hk, device="cuda", dtype=torch.float32)
 with la.overrides(a.overrides):
     for _ in range(2):
-        la.dense(q, k, v, o, a.causal, softcap=a.softcap, sinks=sinks, wl=a.window)
+        if a.fp8:
+            la.fp8(q8, k8, v8, o, ones, ones, ones, a.causal)
+        else:
+            la.dense(q, k, v, o, a.causal, softcap=a.softcap, sinks=sinks, wl=a.window)
 torch.cuda.synchronize()
 assert not torch.isnan(o).any().item(), "unwritten output"
 print(f"once: ok (overrides '{a.overrides}')")

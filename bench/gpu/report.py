@@ -175,7 +175,8 @@ def window_table(rows):
 
 
 def fp8_table(rows):
-    cols = ("longattn fp8", "cuDNN fp8", "longattn bf16", "FA3 bf16")
+    cols = ("longattn fp8", "cuDNN fp8", "longattn bf16", "FA3 bf16") + (
+        ("baseline fp8",) if any(get(r, "baseline fp8", "tflops") for r in rows) else ())
     hdr = ["hdim", "shape", "mask"] + list(cols) + ["la fp8/cuDNN fp8", "la fp8/la bf16", "la fp8/FA3 bf16"] \
         + [f"err {c}" for c in cols]
     body = []

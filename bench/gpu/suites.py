@@ -110,6 +110,8 @@ def fp8_row(ctx, c, seed=3):
     row = Row(label(c), c)
     row.error_of = lambda o: row_error(o, rows, ref)
     row.add("longattn fp8", lambda: longattn_fp8_impl(ctx.need_la(), c, s))
+    if ctx.base is not None:
+        row.add("baseline fp8", lambda: longattn_fp8_impl(ctx.base, c, s))
     row.add("cuDNN fp8", lambda: ctx.cudnn_fp8().impl(c, s, ref.abs().max().item()))
     cb = c.with_(dtype="bf16")
     sets = [SimpleNamespace(q=s.q, k=s.k, v=s.v, o=torch.empty_like(s.q))]
