@@ -100,6 +100,10 @@ cudaError_t dispatch_dim(int64_t d, const LaunchArgs& la) {
 }  // namespace
 
 Status cuda_forward(const Args& a, const Problem& p) {
+  // Accepted by the API, not by the kernel yet (issue 16): refuse rather than ignore them.
+  if (p.has_seqused_q) return not_yet("seqused_q");
+  if (p.mask.chunk > 0 && (p.mask.window_left >= 0 || p.mask.window_right >= 0))
+    return not_yet("attention_chunk with a sliding window");
   // What the kernel cannot serve yet (issue 5 adds these).
   if (p.fp8) return not_yet("fp8 (e4m3) inputs");
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));

@@ -248,12 +248,6 @@ TEST_F(Bad, CausalWithRightWindow) {
   a.mask.window_right = 3;
   expect_invalid(a, "mask.window_right", "causal");
 }
-TEST_F(Bad, ChunkWithWindow) {
-  Args a = c.args;
-  a.mask.chunk_size = 4;
-  a.mask.window_left = 2;
-  expect_invalid(a, "mask.chunk_size", "window");
-}
 TEST_F(Bad, NegativeChunk) {
   Args a = c.args;
   a.mask.chunk_size = -4;
