@@ -132,6 +132,7 @@ void forward(nb::dict t, std::optional<float> softmax_scale, float softcap, bool
   a.lse = get("lse");
   a.cu_seqlens_q = get("cu_seqlens_q");
   a.cu_seqlens_k = get("cu_seqlens_k");
+  a.seqused_q = get("seqused_q");
   a.seqused_k = get("seqused_k");
   a.page_table = get("page_table");
   a.sinks = get("sinks");

@@ -80,12 +80,12 @@ def test_custom_op_and_compile_cpu():
     q, k, v = (t_randn(s, torch.float32, "cpu", g) for s in ((1, 17, 2, 32), (1, 17, 1, 32), (1, 17, 1, 32)))
     ref = longattn.flash_attn_func(q, k, v, causal=True)
     torch.testing.assert_close(lt.flash_attn_func(q, k, v, causal=True), ref, atol=0, rtol=0)
-    out, lse = torch.ops.longattn.fwd(q, k, v, None, None, None, None, 0, 0, None, None, None,
-                                      None, None, 0.0, True, -1, -1, 0)
+    args = (q, k, v, None, None, None, None, None, 0, 0, None, None, None, None, None, 0.0, True,
+            -1, -1, 0, "auto", 0)
+    out, lse = torch.ops.longattn.fwd(*args)
     torch.testing.assert_close(out, ref, atol=0, rtol=0)
-    torch.library.opcheck(torch.ops.longattn.fwd.default,
-                          (q, k, v, None, None, None, None, 0, 0, None, None, None, None, None,
-                           0.0, True, -1, -1, 0), test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(torch.ops.longattn.fwd.default, args,
+                          test_utils=("test_schema", "test_faketensor"))
     # A graph with the op compiles without a break (aot_eager: no C++ compiler needed).
     f = torch.compile(lambda a, b, c: lt.flash_attn_func(a, b, c, causal=True) * 2,
                       backend="aot_eager", fullgraph=True)
@@ -229,11 +229,16 @@ def test_cuda_fp8():
     assert (out.double() - ref).abs().max().item() < 0.1
 
 
-def test_requires_grad_inputs_are_accepted():
+def test_requires_grad_inputs_forward_only():
+    # Forward works; a backward through longattn raises (naming it) instead of silently
+    # leaving q/k/v without their attention gradients.
     g = torch.Generator().manual_seed(11)
     q = t_randn((1, 13, 2, 32), torch.float32, "cpu", g).requires_grad_()
     k = t_randn((1, 13, 1, 32), torch.float32, "cpu", g).requires_grad_()
     out = longattn.flash_attn_func(q, k, k, causal=True)
-    assert not out.requires_grad
-    torch.testing.assert_close(out.double(), torch_reference(q.detach(), k.detach(), k.detach(), causal=True),
-                               atol=1e-4, rtol=0)
+    torch.testing.assert_close(out.detach().double(), torch_reference(q.detach(), k.detach(), k.detach(),
+                                                                      causal=True), atol=1e-4, rtol=0)
+    with pytest.raises(NotImplementedError, match="^backward: longattn is forward-only"):
+        out.sum().backward()
+    with torch.no_grad():  # no graph: the plain path, no grad_fn
+        assert not longattn.flash_attn_func(q, k, k, causal=True).requires_grad
