@@ -19,14 +19,63 @@ from typing import Optional, Tuple
 
 import torch
 
+from . import _longattn as _ext
 from ._core import combine as _combine
-from ._core import forward as _forward
 
 __all__ = ["fwd", "combine", "run", "run_combine", "flash_attn_func", "flash_attn_varlen_func"]
 
 _FP8 = getattr(torch, "float8_e4m3fn", None)
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+_ALL_NAMES = {**_DTYPE_NAMES, torch.int32: "i32"}
+if _FP8 is not None:
+    _ALL_NAMES[_FP8] = "e4m3"
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+
+def _desc(name, t):
+    """The extension's view of a live tensor: (data_ptr, dtype, device index (-1: cpu), shape,
+    strides) -- no DLPack capsule (~3 us each); the caller keeps `t` alive over the call."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor (like q), got {type(t).__name__}")
+    if t.is_cuda:
+        dev = t.get_device()
+    elif t.is_cpu:
+        dev = -1
+    else:
+        raise TypeError(f"{name}: tensors must live on the CPU or a CUDA device, not {t.device}")
+    return (t.data_ptr(), _ALL_NAMES.get(t.dtype, str(t.dtype)), dev, t.shape, t.stride())
+
+
+def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqlens_k=None,
+             seqused_q=None, seqused_k=None, page_table=None, max_seqlen_q=0, max_seqlen_k=0,
+             sinks=None, q_descale=None, k_descale=None, v_descale=None, softmax_scale=None,
+             softcap=0.0, causal=False, window_size=(-1, -1), attention_chunk=0, backend="auto",
+             num_threads=0):
+    """longattn.forward for torch tensors (the same contract as _core.forward), with outputs
+    allocated by torch and the tensors described to the extension without DLPack."""
+    if out is None:
+        odt = torch.bfloat16 if q.dtype == _FP8 else q.dtype
+        if odt not in _DTYPE_NAMES:
+            raise TypeError(f"q: unsupported dtype {q.dtype} (use bfloat16, float16, float32 or float8_e4m3fn)")
+        out = torch.empty(q.shape[:-1] + v.shape[-1:], dtype=odt, device=q.device)
+    t = {"q": _desc("q", q), "k": _desc("k", k), "v": _desc("v", v), "out": _desc("out", out)}
+    lse = None
+    if return_lse:
+        qs = q.shape
+        shape = (qs[1], qs[0]) if cu_seqlens_q is not None else (qs[0], qs[2], qs[1])
+        lse = torch.empty(shape if len(qs) >= 3 else (0,), dtype=torch.float32, device=q.device)
+        t["lse"] = _desc("lse", lse)
+    for name, x in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                    ("seqused_q", seqused_q), ("seqused_k", seqused_k), ("page_table", page_table),
+                    ("sinks", sinks), ("q_descale", q_descale), ("k_descale", k_descale),
+                    ("v_descale", v_descale)):
+        if x is not None:
+            t[name] = _desc(name, x)
+    stream = torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else 0
+    _ext.forward(t, None if softmax_scale is None else float(softmax_scale), float(softcap or 0.0),
+                 bool(causal), False, int(window_size[0]), int(window_size[1]), int(attention_chunk or 0),
+                 int(max_seqlen_q or 0), int(max_seqlen_k or 0), backend, stream, int(num_threads), False)
+    return (out, lse) if return_lse else out
 
 
 @torch.library.custom_op("longattn::fwd", mutates_args=())
