@@ -242,3 +242,32 @@ def test_requires_grad_inputs_forward_only():
         out.sum().backward()
     with torch.no_grad():  # no graph: the plain path, no grad_fn
         assert not longattn.flash_attn_func(q, k, k, causal=True).requires_grad
+
+
+@cuda_only
+@pytest.mark.gpu
+@skip_unsupported
+def test_cuda_graph_capture_and_compile():
+    # The eager path launches on the current stream and allocates through torch: capturable.
+    # Compiled graphs (cudagraph trees under mode="reduce-overhead") replay the custom op.
+    g = torch.Generator().manual_seed(12)
+    q = t_randn((2, 300, 8, 128), torch.bfloat16, DEV, g)
+    k = t_randn((2, 300, 2, 128), torch.bfloat16, DEV, g)
+    v = t_randn((2, 300, 2, 128), torch.bfloat16, DEV, g)
+    ref = longattn.flash_attn_func(q, k, v, causal=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        longattn.flash_attn_func(q, k, v, causal=True)  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = longattn.flash_attn_func(q, k, v, causal=True)
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, ref, atol=0, rtol=0)
+    f = torch.compile(lambda q, k, v: longattn.flash_attn_func(q, k, v, causal=True) * 2,
+                      fullgraph=True, mode="reduce-overhead")
+    for _ in range(3):
+        got = f(q, k, v)
+    torch.testing.assert_close(got, ref * 2, atol=0, rtol=0)
