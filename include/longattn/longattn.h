@@ -29,7 +29,7 @@ struct Args {
   /// Keys: dense (batch, seq_k, heads_kv, dim_qk), ragged (total_k, heads_kv, dim_qk) or
   /// paged (num_pages, page_size, heads_kv, dim_qk).
   Tensor k;
-  /// Values: same layout as `k` with last dim dim_v.
+  /// Values: same layout as `k` with last dim dim_v (1..512; dim_qk is 1..256).
   Tensor v;
   /// Output: q's layout with last dim dim_v; dtype bf16, f16 or f32. Must not overlap inputs.
   Tensor out;

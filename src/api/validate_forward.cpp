@@ -145,8 +145,9 @@ Status build_problem(const Args& a, Problem* out_problem) {
   if (a.k.shape[kv_rank - 1] != p.dim_qk)
     return invalid("k: head dim " + to_string(a.k.shape[kv_rank - 1]) + " differs from q's head dim " +
                    to_string(p.dim_qk));
-  if (p.dim_v < 1 || p.dim_v > 256)
-    return invalid("v: head dim " + to_string(p.dim_v) + " unsupported, expected 1..256");
+  // dim_v up to 512 (FA3's q/k 64 with v 512, MLA-style); backends may serve fewer.
+  if (p.dim_v < 1 || p.dim_v > 512)
+    return invalid("v: head dim " + to_string(p.dim_v) + " unsupported, expected 1..512");
   if (a.v.shape[kv_rank - 2] != p.heads_kv)
     return invalid("v: " + to_string(a.v.shape[kv_rank - 2]) + " heads differ from k's " +
                    to_string(p.heads_kv) + " kv heads");

@@ -116,7 +116,8 @@ TEST_P(CpuFeatures, GqaRatios) {
 
 TEST_P(CpuFeatures, HeadDims) {
   const std::pair<int64_t, int64_t> dims[] = {{64, 64}, {96, 96}, {128, 128}, {256, 256},
-                                              {1, 1},   {33, 72}, {192, 128}, {80, 200}};
+                                              {1, 1},   {33, 72}, {192, 128}, {80, 200},
+                                              {64, 512}, {64, 256}, {40, 300}};  // FA3: q/k <= 64, v <= 512
   for (auto [dq, dv] : dims) {
     CaseSpec s = base(40 + uint64_t(dq + dv));
     s.dim_qk = dq, s.dim_v = dv, s.seq_q = 45, s.seq_k = 97;
