@@ -182,6 +182,10 @@ def run(q, k, v, *, return_lse, out, cu_seqlens_q, cu_seqlens_k, seqused_q, sequ
     FA3 defaults filled in with torch ops (traceable), then the op or its body."""
     if seqused_k is not None and not isinstance(seqused_k, torch.Tensor):  # cache_seqlens: int
         seqused_k = torch.full((_batch(q, cu_seqlens_q),), int(seqused_k), dtype=torch.int32, device=k.device)
+    for name, x in (("k", k), ("v", v), ("out", out), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                    ("seqused_q", seqused_q), ("page_table", page_table), ("sinks", sinks)):
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor (like q), got {type(x).__name__}")
     if q.dtype == _FP8 and (q_descale is None or k_descale is None or v_descale is None):
         # FA3 defaults every fp8 descale to 1.0; the C++ API wants them explicit.
         ones = torch.ones((_batch(q, cu_seqlens_q), k.shape[-2]), dtype=torch.float32, device=q.device)

@@ -99,6 +99,8 @@ def test_errors_keep_types():
         longattn.flash_attn_func(q, k, k)
     with pytest.raises(TypeError, match="unsupported dtype"):
         longattn.flash_attn_func(q.double(), k.double(), k.double())
+    with pytest.raises(TypeError, match="^k: expected a torch.Tensor"):  # no mixing frameworks
+        longattn.flash_attn_func(q, k.numpy(), k)
 
 
 # ---------------------------------------------------------------- CUDA tensors (device)
