@@ -29,7 +29,7 @@ struct Args {
   /// Keys: dense (batch, seq_k, heads_kv, dim_qk), ragged (total_k, heads_kv, dim_qk) or
   /// paged (num_pages, page_size, heads_kv, dim_qk).
   Tensor k;
-  /// Values: same layout as `k` with last dim dim_v.
+  /// Values: same layout as `k` with last dim dim_v (1..512; dim_qk is 1..256).
   Tensor v;
   /// Output: q's layout with last dim dim_v; dtype bf16, f16 or f32. Must not overlap inputs.
   Tensor out;
@@ -42,12 +42,20 @@ struct Args {
   Tensor cu_seqlens_k;
   /// Optional int32 (batch): keys actually used per sequence (<= that sequence's capacity).
   Tensor seqused_k;
+  /// Optional int32 (batch): query rows actually used per sequence, 0 <= seqused_q[b] <= that
+  /// sequence's rows (dense: seq_q; ragged: its cu_seqlens_q length), as FlashAttention-3's
+  /// `seqused_q`. Sequence b then has seqused_q[b] queries: rows [0, seqused_q[b]) are
+  /// computed, with causal / window / chunk masks aligned to that length (bottom-right:
+  /// offset = keys used - seqused_q[b]); its later rows are neither read nor written (out
+  /// and lse keep their previous contents there).
+  Tensor seqused_q;
   /// Optional int32 (batch, max_pages): paged K/V when present (k, v are then rank 4 pages).
   Tensor page_table;
-  /// Largest query length over the batch. Required when cu_seqlens_q is device-resident;
-  /// otherwise 0 means "compute it".
+  /// Largest query length over the batch (after seqused_q). Required when cu_seqlens_q is
+  /// device-resident, unless q has no rows; otherwise 0 means "compute it".
   int64_t max_seqlen_q = 0;
-  /// Largest key length over the batch. Same rule as max_seqlen_q.
+  /// Largest key length over the batch. Same rule as max_seqlen_q, except that device-resident
+  /// ragged k / v with no rows (every key sequence empty) need none.
   int64_t max_seqlen_k = 0;
 
   /// Optional float32 (heads_q): per-head attention-sink logits.

@@ -13,7 +13,7 @@ enum class DType : uint8_t {
   f16,   ///< IEEE float16
   bf16,  ///< bfloat16
   e4m3,  ///< fp8 e4m3 (OCP "fn" variant: no inf, max 448)
-  i32,   ///< int32 (index tensors: cu_seqlens, seqused_k, page tables)
+  i32,   ///< int32 (index tensors: cu_seqlens, seqused_q / seqused_k, page tables)
 };
 
 /// Size in bytes of one element of `t`.
@@ -68,7 +68,8 @@ enum class CausalAlign : uint8_t {
 ///  - window_left >= 0:  j >= p - window_left
 ///  - window_right >= 0: j <= p + window_right
 ///  - chunk_size > 0:    floor(j / chunk_size) == floor(p / chunk_size)   (llama4 chunked)
-/// Windows and chunks use the same alignment as the causal mask.
+/// Windows and chunks use the same alignment as the causal mask. Any combination is allowed
+/// (e.g. a chunk with a sliding window: the keys both allow).
 struct Mask {
   bool causal = false;                           ///< apply the causal rule
   CausalAlign align = CausalAlign::bottom_right;  ///< alignment of causal/window/chunk

@@ -111,6 +111,13 @@ def numpy_dtype(name: str):
     raise TypeError(f"unsupported dtype {name}")
 
 
+def numpy_dtype_name(dt) -> str:
+    """longattn's name for a NumPy dtype (or a name already: 'bf16', 'f16', 'f32')."""
+    if isinstance(dt, str) and dt in ("bf16", "f16", "f32"):
+        return dt
+    return dtype_name(np.empty(0, dtype=dt))
+
+
 def int_array_like(ref, values):
     """int32 array holding `values`, in ref's framework and device (metadata tensors)."""
     if is_torch(ref):

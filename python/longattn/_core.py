@@ -19,6 +19,7 @@ def forward(
     return_lse=False,
     cu_seqlens_q=None,
     cu_seqlens_k=None,
+    seqused_q=None,
     seqused_k=None,
     page_table=None,
     max_seqlen_q: int = 0,
@@ -40,8 +41,10 @@ def forward(
     """Attention forward on NumPy arrays or PyTorch tensors (see longattn/longattn.h).
 
     Dense q (batch, seq_q, heads_q, dim) or ragged (total_q, heads_q, dim) with cu_seqlens_q;
-    k/v dense, ragged (cu_seqlens_k) or paged (page_table). Returns out, or (out, lse) with
-    return_lse. `out` (if given) must be q's layout with v's head dim.
+    k/v dense, ragged (cu_seqlens_k) or paged (page_table). seqused_q / seqused_k (int32,
+    batch) limit the query rows / keys used per sequence; rows past seqused_q are not written.
+    Returns out, or (out, lse) with return_lse. `out` (if given) must be q's layout with v's
+    head dim.
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
         A.check_array(name, x)
@@ -78,6 +81,7 @@ def forward(
         "lse": A.to_ext(lse),
         "cu_seqlens_q": A.to_ext(cu_seqlens_q),
         "cu_seqlens_k": A.to_ext(cu_seqlens_k),
+        "seqused_q": A.to_ext(seqused_q),
         "seqused_k": A.to_ext(seqused_k),
         "page_table": A.to_ext(page_table),
         "sinks": A.to_ext(sinks),

@@ -1,39 +1,91 @@
 """FlashAttention-3 compatible forward API (`flash_attn_interface`), for NumPy and PyTorch.
 
-Replace `from flash_attn_interface import flash_attn_func` with
-`from longattn import flash_attn_func`. Signatures follow FA3's forward arguments; FA3
-options that only tune speed (num_splits, pack_gqa, sm_margin, scheduler_metadata) or only
-affect the backward pass (deterministic) are accepted and ignored. Features longattn does
-not have raise NotImplementedError naming the argument. Our extras are keyword-only:
-`sinks` (float32 per-head logits), `out` (preallocated output), `backend`
-("auto" | "cpu" | "cuda" | "reference") and `num_threads` (CPU backend).
+    import longattn.flash_attn_interface as flash_attn_interface   # FA3 code runs unchanged
 
-Outputs are allocated in the caller's framework on the caller's device; PyTorch's current
-CUDA stream is used. There is no autograd: outputs do not require grad.
+Every function takes FA3's arguments with FA3's names, order, defaults and return values
+(see python/README.md for the table). Options that only tune FA3's speed (num_splits,
+pack_gqa, sm_margin, scheduler_metadata, deterministic -- a backward option --,
+rotary_interleaved without rotary) are accepted and ignored: longattn picks its own schedule.
+Features outside forward attention raise NotImplementedError naming the argument (`qv`,
+and the backward pass); so do the cache-append and rotary arguments of
+flash_attn_with_kvcache until issue 17 adds them. Our extras are keyword-only: `sinks`
+(float32 per-head logits), `out` (preallocated output), `backend` ("auto" | "cpu" | "cuda" |
+"reference") and `num_threads` (CPU backend).
+
+NumPy arrays run directly; torch tensors go through the custom ops of longattn.torch_ops
+(torch.compile / export friendly). Outputs are allocated in the caller's framework on the
+caller's device; PyTorch's current CUDA stream is used.
 """
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
+
 from . import _arrays as A
-from ._core import forward
+from ._core import combine as _combine
+from ._core import forward as _forward
+
+_TORCH_OPS = None
 
 
-def _fa3_window(window_size, causal):
+def _torch_ops():
+    """longattn.torch_ops, imported on the first torch call (never for NumPy users)."""
+    global _TORCH_OPS
+    if _TORCH_OPS is None:
+        from . import torch_ops
+
+        _TORCH_OPS = torch_ops
+    return _TORCH_OPS
+
+
+def _unsupported(**kwargs):
+    """Features outside forward attention: NotImplementedError naming the argument."""
+    for name, value in kwargs.items():
+        if value is not None:
+            raise NotImplementedError(f"{name}: not supported by longattn (forward attention only)")
+
+
+def _not_yet(**kwargs):
+    """flash_attn_with_kvcache's cache-append / rotary arguments (issue 17)."""
+    for name, value in kwargs.items():
+        if value is not None:
+            raise NotImplementedError(
+                f"{name}: not supported by longattn yet (appending to the KV cache and rotary "
+                "embeddings inside flash_attn_with_kvcache: issue 17); update the cache and apply "
+                "rotary before the call")
+
+
+def _window(window_size, causal):
     """FA3 ignores the right window under causal (forcing it to 0). longattn rejects a right
     window that conflicts with causal, so drop it: causal alone already bounds the right."""
     w = tuple(window_size) if window_size is not None else (-1, -1)
     if len(w) != 2:
         raise ValueError(f"window_size: expected (left, right), got {window_size!r}")
-    left, right = int(w[0]), int(w[1])
-    return (left, -1) if causal else (left, right)
+    return (int(w[0]), -1) if causal else (int(w[0]), int(w[1]))
 
 
-def _unsupported(**kwargs):
-    for name, value in kwargs.items():
-        if value is not None:
-            raise NotImplementedError(f"{name}: not supported by longattn")
+def _run(q, k, v, **kw):
+    """One forward: NumPy arrays directly, anything else (torch) through longattn.torch_ops."""
+    if isinstance(q, np.ndarray):
+        return _run_numpy(q, k, v, **kw)
+    if not A.is_torch(q):
+        A.check_array("q", q)  # TypeError naming q
+    return _torch_ops().run(q, k, v, **kw)
+
+
+def _run_numpy(q, k, v, *, window, seqused_k, q_descale, k_descale, v_descale, cu_seqlens_q, **kw):
+    batch = (len(cu_seqlens_q) - 1) if cu_seqlens_q is not None else A.shape_of(q)[0]
+    if seqused_k is not None and not isinstance(seqused_k, np.ndarray):  # cache_seqlens: int
+        seqused_k = np.full(batch, int(seqused_k), dtype=np.int32)
+    if A.dtype_name(q) == "e4m3":  # FA3 defaults every fp8 descale to 1.0
+        ones = np.ones((batch, A.shape_of(k)[-2]), dtype=np.float32)
+        q_descale = ones if q_descale is None else q_descale
+        k_descale = ones if k_descale is None else k_descale
+        v_descale = ones if v_descale is None else v_descale
+    return _forward(q, k, v, window_size=window, seqused_k=seqused_k, q_descale=q_descale,
+                    k_descale=k_descale, v_descale=v_descale, cu_seqlens_q=cu_seqlens_q, **kw)
 
 
 def flash_attn_func(
@@ -60,19 +112,20 @@ def flash_attn_func(
     backend: str = "auto",
     num_threads: int = 0,
 ):
-    """Dense attention. q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k,
-    nheads_k, headdim[_v]); nheads % nheads_k == 0 (GQA/MQA). Causal and window are aligned
-    bottom-right like FA3. Returns out (batch, seqlen_q, nheads, headdim_v), or
-    (out, softmax_lse) with return_attn_probs=True, softmax_lse float32 (batch, nheads, seqlen_q).
-    fp8 (float8_e4m3fn) q/k/v need q/k/v_descale float32 (batch, nheads_k); out is bf16.
+    """Dense attention. q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k, nheads_k,
+    headdim[_v]); nheads % nheads_k == 0 (GQA/MQA). Causal, window and chunk masks are aligned
+    bottom-right like FA3 and combine (a chunk with a window: the keys both allow). Returns out
+    (batch, seqlen_q, nheads, headdim_v), or (out, softmax_lse) with return_attn_probs=True,
+    softmax_lse float32 (batch, nheads, seqlen_q). fp8 (float8_e4m3fn) q/k/v: q/k/v_descale
+    float32 (batch, nheads_k), 1.0 when omitted; out is bf16.
     """
     _unsupported(qv=qv)
-    return forward(
-        q, k, v, out=out, return_lse=return_attn_probs, sinks=sinks,
-        q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
-        softmax_scale=softmax_scale, softcap=softcap, causal=causal, window_size=_fa3_window(window_size, causal),
-        attention_chunk=attention_chunk, backend=backend, num_threads=num_threads,
-    )
+    return _run(q, k, v, return_lse=return_attn_probs, out=out, cu_seqlens_q=None, cu_seqlens_k=None,
+                seqused_q=None, seqused_k=None, page_table=None, max_seqlen_q=0, max_seqlen_k=0,
+                sinks=sinks, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
+                softmax_scale=softmax_scale, softcap=softcap, causal=causal,
+                window=_window(window_size, causal), attention_chunk=attention_chunk,
+                backend=backend, num_threads=num_threads)
 
 
 def flash_attn_varlen_func(
@@ -106,18 +159,28 @@ def flash_attn_varlen_func(
     num_threads: int = 0,
 ):
     """Ragged (packed) batch. q (total_q, nheads, headdim), k/v (total_k, nheads_k, headdim);
-    cu_seqlens_q/k int32 (batch + 1); seqused_k int32 (batch) limits the keys used.
-    Returns out (total_q, nheads, headdim_v), or (out, softmax_lse (nheads, total_q)).
+    cu_seqlens_q/k int32 (batch + 1). seqused_q / seqused_k int32 (batch): query rows / keys
+    actually used per sequence (FA3: rows past seqused_q are computed by no one and left as
+    they were, out and softmax_lse alike; masks align to the used lengths). max_seqlen_k = 0:
+    every key sequence is empty (zeros, softmax_lse -inf). Returns out (total_q, nheads,
+    headdim_v), or (out, softmax_lse (nheads, total_q)) with return_attn_probs=True.
     """
-    _unsupported(qv=qv, seqused_q=seqused_q)
-    return forward(
-        q, k, v, out=out, return_lse=return_attn_probs,
-        cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_k=seqused_k,
-        max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=max_seqlen_k or 0, sinks=sinks,
-        q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
-        softmax_scale=softmax_scale, softcap=softcap, causal=causal, window_size=_fa3_window(window_size, causal),
-        attention_chunk=attention_chunk, backend=backend, num_threads=num_threads,
-    )
+    _unsupported(qv=qv)
+    return _run(q, k, v, return_lse=return_attn_probs, out=out, cu_seqlens_q=cu_seqlens_q,
+                cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q, seqused_k=seqused_k, page_table=None,
+                max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=max_seqlen_k or 0, sinks=sinks,
+                q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
+                softmax_scale=softmax_scale, softcap=softcap, causal=causal,
+                window=_window(window_size, causal), attention_chunk=attention_chunk,
+                backend=backend, num_threads=num_threads)
+
+
+def _empty_accumulators(lse):
+    """FA3's split-KV accumulators (out_accum, softmax_lse_accum) that flash_attn_with_kvcache
+    returns after the LSE: empty, as FA3's are without splits (longattn never splits here)."""
+    if isinstance(lse, np.ndarray):
+        return np.empty(0, np.float32), np.empty(0, np.float32)
+    return lse.new_empty((0,)), lse.new_empty((0,))
 
 
 def flash_attn_with_kvcache(
@@ -160,23 +223,141 @@ def flash_attn_with_kvcache(
     """Attention over a KV cache (prefill over a cached prefix: causal aligns bottom-right to
     each sequence's cache_seqlens). k_cache/v_cache dense (batch, seqlen_cache, nheads_k,
     headdim) or paged (num_pages, page_size, nheads_k, headdim) with page_table int32
-    (batch, max_pages). cache_seqlens: int or int32 (batch). The cache is read, never
-    updated: appending new k/v is not supported.
+    (batch, max_pages); q dense, or ragged with cu_seqlens_q (+ max_seqlen_q). cache_seqlens:
+    int or int32 (batch); None: the whole cache. The cache is read, never updated.
+    Returns out, or with return_softmax_lse=True FA3's tuple (out, softmax_lse, out_accum,
+    softmax_lse_accum), the last two empty (no split-KV accumulators).
     """
-    _unsupported(
-        k=k, v=v, qv=qv, rotary_cos=rotary_cos, rotary_sin=rotary_sin,
-        cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad,
-        cu_seqlens_k_new=cu_seqlens_k_new, rotary_seqlens=rotary_seqlens,
-    )
-    seqused_k = cache_seqlens
-    if cache_seqlens is not None and not (A.is_numpy(cache_seqlens) or A.is_torch(cache_seqlens)):
-        batch = (len(cu_seqlens_q) - 1) if cu_seqlens_q is not None else A.shape_of(q)[0]
-        seqused_k = A.int_array_like(k_cache, [int(cache_seqlens)] * batch)
-    return forward(
-        q, k_cache, v_cache, out=out, return_lse=return_softmax_lse,
-        cu_seqlens_q=cu_seqlens_q, seqused_k=seqused_k, page_table=page_table,
-        max_seqlen_q=max_seqlen_q or 0, sinks=sinks,
-        q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
-        softmax_scale=softmax_scale, softcap=softcap, causal=causal, window_size=_fa3_window(window_size, causal),
-        attention_chunk=attention_chunk, backend=backend, num_threads=num_threads,
-    )
+    _unsupported(qv=qv)
+    _not_yet(k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin, cache_batch_idx=cache_batch_idx,
+             cache_leftpad=cache_leftpad, cu_seqlens_k_new=cu_seqlens_k_new, rotary_seqlens=rotary_seqlens)
+    res = _run(q, k_cache, v_cache, return_lse=return_softmax_lse, out=out, cu_seqlens_q=cu_seqlens_q,
+               cu_seqlens_k=None, seqused_q=None, seqused_k=cache_seqlens, page_table=page_table,
+               max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=0, sinks=sinks,
+               q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
+               softmax_scale=softmax_scale, softcap=softcap, causal=causal,
+               window=_window(window_size, causal), attention_chunk=attention_chunk,
+               backend=backend, num_threads=num_threads)
+    if not return_softmax_lse:
+        return res
+    return (res[0], res[1]) + _empty_accumulators(res[1])
+
+
+def flash_attn_qkvpacked_func(
+    qkv,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+    q_descale=None,
+    k_descale=None,
+    v_descale=None,
+    window_size: Sequence[int] = (-1, -1),
+    attention_chunk: int = 0,
+    softcap: float = 0.0,
+    deterministic: bool = False,
+    num_heads_q: Optional[int] = None,
+    sm_margin: int = 0,
+    return_attn_probs: bool = False,
+    *,
+    sinks=None,
+    out=None,
+    backend: str = "auto",
+    num_threads: int = 0,
+):
+    """qkv (batch, seqlen, 3, nheads, headdim), or (batch, seqlen, nheads_q + 2 * nheads_k,
+    headdim) with num_heads_q (GQA). Same as flash_attn_func on the unpacked views."""
+    shape = A.shape_of(qkv)
+    if len(shape) == 5:
+        if shape[2] != 3:
+            raise ValueError(f"qkv: shape {shape}, expected (batch, seqlen, 3, nheads, headdim)")
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    else:
+        if num_heads_q is None or len(shape) != 4 or (shape[2] - num_heads_q) % 2 or shape[2] <= num_heads_q:
+            raise ValueError(f"qkv: shape {shape} needs num_heads_q with nheads_q + 2 * nheads_k heads")
+        hk = (shape[2] - num_heads_q) // 2
+        q, k, v = (qkv[:, :, :num_heads_q], qkv[:, :, num_heads_q:num_heads_q + hk],
+                   qkv[:, :, num_heads_q + hk:])
+    return flash_attn_func(q, k, v, softmax_scale, causal, None, q_descale, k_descale, v_descale,
+                           window_size, attention_chunk, softcap, 1, None, deterministic, sm_margin,
+                           return_attn_probs, sinks=sinks, out=out, backend=backend,
+                           num_threads=num_threads)
+
+
+def _contiguous_last(x):
+    if isinstance(x, np.ndarray):
+        return x if x.strides[-1] == x.itemsize or x.shape[-1] <= 1 else np.ascontiguousarray(x)
+    return x if x.stride(-1) == 1 or x.shape[-1] <= 1 else x.contiguous()
+
+
+def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None, *, backend: str = "auto"):
+    """Merge split-KV partial results by their LSEs, as FA3's flash_attn_combine.
+
+    out_partial (num_splits, batch, seqlen, nheads, headdim) with lse_partial float32
+    (num_splits, batch, seqlen, nheads) -> (out (batch, seqlen, nheads, headdim),
+    softmax_lse (batch, seqlen, nheads)); or the varlen layout out_partial (num_splits,
+    total_q, nheads, headdim) with lse_partial (num_splits, total_q, nheads) -> (out
+    (total_q, nheads, headdim), softmax_lse (total_q, nheads)). out_dtype: FA3's (a torch
+    dtype; NumPy: a dtype or 'bf16' / 'f16' / 'f32'), default out_partial's. Partials with
+    LSE -inf contribute nothing; all -inf gives out 0 and LSE -inf.
+    """
+    s = A.shape_of(out_partial)
+    if len(s) == 5:
+        splits, batch, seqlen, heads, dim = s
+        tokens = batch * seqlen
+        op = out_partial.reshape(splits, tokens, heads, dim)
+        lp = lse_partial.reshape(splits, tokens, heads)
+    elif len(s) == 4:
+        splits, tokens, heads, dim = s
+        op, lp = out_partial, lse_partial
+    else:
+        raise ValueError(f"out_partial: shape {s}, expected (num_splits, batch, seqlen, nheads, "
+                         "headdim) or (num_splits, total_q, nheads, headdim)")
+    if A.shape_of(lse_partial) != s[:-1]:
+        raise ValueError(f"lse_partial: shape {A.shape_of(lse_partial)}, expected {s[:-1]} "
+                         "(out_partial's without the head dim)")
+    lp = _contiguous_last(lp.swapaxes(1, 2))  # (splits, heads, tokens)
+    op = _contiguous_last(op)
+    if isinstance(op, np.ndarray):
+        name = A.numpy_dtype_name(out_dtype) if out_dtype is not None else None
+        o, lse = _combine(op, lp, out_dtype=name, return_lse=True, backend=backend)
+    else:
+        o, lse = _torch_ops().run_combine(op, lp, out_dtype, backend)
+    if len(s) == 5:
+        o = o.reshape(batch, seqlen, heads, dim)
+        lse = lse.reshape(heads, batch, seqlen).swapaxes(0, 1).swapaxes(1, 2)
+    else:
+        lse = lse.swapaxes(0, 1)
+    if out is not None:
+        out[...] = o
+        o = out
+    return o, lse
+
+
+def get_scheduler_metadata(
+    batch_size,
+    max_seqlen_q,
+    max_seqlen_k,
+    num_heads_q,
+    num_heads_kv,
+    headdim,
+    cache_seqlens,
+    qkv_dtype=None,
+    headdim_v=None,
+    cu_seqlens_q=None,
+    cu_seqlens_k_new=None,
+    cache_leftpad=None,
+    page_size=None,
+    max_seqlen_k_new=0,
+    causal=False,
+    window_size=(-1, -1),
+    attention_chunk=0,
+    has_softcap=False,
+    num_splits=0,
+    pack_gqa=None,
+    sm_margin=0,
+):
+    """FA3's precomputed split-KV schedule for flash_attn_with_kvcache(scheduler_metadata=...).
+    longattn schedules on its own: this accepts FA3's arguments (qkv_dtype defaults to
+    torch.bfloat16 in FA3; None here, so that importing longattn never needs torch) and returns
+    an empty int32 array/tensor next to cache_seqlens, which flash_attn_with_kvcache accepts
+    and ignores."""
+    return A.int_array_like(cache_seqlens, [])

@@ -27,6 +27,7 @@ SeqInfo seq_info(const Args& a, const Problem& p, int64_t b) {
       break;
     case KvLayout::paged: s.k_len = p.max_pages * p.page_size; break;
   }
+  if (p.has_seqused_q) s.q_len = read_i32(a.seqused_q, b);
   if (p.has_seqused_k) s.k_len = read_i32(a.seqused_k, b);
   return s;
 }

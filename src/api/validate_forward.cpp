@@ -67,6 +67,7 @@ Status build_problem(const Args& a, Problem* out_problem) {
       {"lse", &a.lse},
       {"cu_seqlens_q", &a.cu_seqlens_q},
       {"cu_seqlens_k", &a.cu_seqlens_k},
+      {"seqused_q", &a.seqused_q},
       {"seqused_k", &a.seqused_k},
       {"page_table", &a.page_table},
       {"sinks", &a.sinks},
@@ -123,6 +124,7 @@ Status build_problem(const Args& a, Problem* out_problem) {
   if (a.lse.present()) LONGATTN_TRY(check_dtype("lse", a.lse, {DType::f32}, "f32"));
   for (auto [name, t] : {std::pair{"cu_seqlens_q", &a.cu_seqlens_q},
                          std::pair{"cu_seqlens_k", &a.cu_seqlens_k},
+                         std::pair{"seqused_q", &a.seqused_q},
                          std::pair{"seqused_k", &a.seqused_k},
                          std::pair{"page_table", &a.page_table}})
     if (t->present()) LONGATTN_TRY(check_dtype(name, *t, {DType::i32}, "i32"));
@@ -143,8 +145,9 @@ Status build_problem(const Args& a, Problem* out_problem) {
   if (a.k.shape[kv_rank - 1] != p.dim_qk)
     return invalid("k: head dim " + to_string(a.k.shape[kv_rank - 1]) + " differs from q's head dim " +
                    to_string(p.dim_qk));
-  if (p.dim_v < 1 || p.dim_v > 256)
-    return invalid("v: head dim " + to_string(p.dim_v) + " unsupported, expected 1..256");
+  // dim_v up to 512 (FA3's q/k 64 with v 512, MLA-style); backends may serve fewer.
+  if (p.dim_v < 1 || p.dim_v > 512)
+    return invalid("v: head dim " + to_string(p.dim_v) + " unsupported, expected 1..512");
   if (a.v.shape[kv_rank - 2] != p.heads_kv)
     return invalid("v: " + to_string(a.v.shape[kv_rank - 2]) + " heads differ from k's " +
                    to_string(p.heads_kv) + " kv heads");
@@ -201,6 +204,10 @@ Status build_problem(const Args& a, Problem* out_problem) {
     LONGATTN_TRY(check_shape("seqused_k", a.seqused_k, {p.batch}, "(batch)"));
     p.has_seqused_k = true;
   }
+  if (a.seqused_q.present()) {
+    LONGATTN_TRY(check_shape("seqused_q", a.seqused_q, {p.batch}, "(batch)"));
+    p.has_seqused_q = true;
+  }
 
   // --- optional per-head / per-(batch, kv head) tensors ----------------------------------
   if (a.lse.present()) {
@@ -242,9 +249,6 @@ Status build_problem(const Args& a, Problem* out_problem) {
                    " conflicts with causal (a causal query sees no later key); use 0 or -1");
   if (m.chunk_size < 0)
     return invalid("mask.chunk_size: " + to_string(m.chunk_size) + ", expected >= 0 (0: off)");
-  if (m.chunk_size > 0 && (m.window_left >= 0 || m.window_right >= 0))
-    return invalid("mask.chunk_size: " + to_string(m.chunk_size) +
-                   " cannot be combined with a sliding window (window_left/right must be -1)");
   if (m.align != CausalAlign::bottom_right && m.align != CausalAlign::top_left)
     return invalid("mask.align: unknown value " + to_string(int(m.align)));
   p.mask.causal = m.causal;
@@ -269,10 +273,24 @@ Status build_problem(const Args& a, Problem* out_problem) {
 
   // --- metadata contents (host) or the declared maxima (device) --------------------------
   if (p.meta_on_host) {
-    if (p.q_ragged) {
+    if (p.q_ragged)
       LONGATTN_TRY(check_cu_seqlens("cu_seqlens_q", a.cu_seqlens_q, total_q, "q", &p.max_seq_q));
-      LONGATTN_TRY(check_max_seqlen("max_seqlen_q", a.max_seqlen_q, p.max_seq_q));
+    if (p.has_seqused_q) {
+      // Rows used per sequence, within the rows it has. Ragged: the maximum is over the used
+      // rows; dense keeps the tensor extent (its row stride arithmetic).
+      int64_t max_used = 0;
+      for (int64_t b = 0; b < p.batch; ++b) {
+        const int64_t cap = p.q_ragged ? read_i32(a.cu_seqlens_q, b + 1) - read_i32(a.cu_seqlens_q, b)
+                                       : p.max_seq_q;
+        const int64_t used = read_i32(a.seqused_q, b);
+        if (used < 0 || used > cap)
+          return invalid("seqused_q: entry [" + to_string(b) + "] = " + to_string(used) +
+                         " outside [0, " + to_string(cap) + "] (that sequence's query rows)");
+        max_used = std::max(max_used, used);
+      }
+      if (p.q_ragged) p.max_seq_q = max_used;
     }
+    if (p.q_ragged) LONGATTN_TRY(check_max_seqlen("max_seqlen_q", a.max_seqlen_q, p.max_seq_q));
     int64_t max_k = 0;
     if (p.kv == KvLayout::ragged)
       LONGATTN_TRY(check_cu_seqlens("cu_seqlens_k", a.cu_seqlens_k, a.k.shape[0], "k", &max_k));
@@ -306,17 +324,19 @@ Status build_problem(const Args& a, Problem* out_problem) {
     }
     if (p.kv != KvLayout::dense && p.has_seqused_k) p.max_seq_k = max_used;
   } else {
+    // Device metadata cannot be read here: the caller's maxima bound the work. Ragged tensors
+    // with no rows need none (every sequence is empty, whatever cu_seqlens holds).
     if (p.q_ragged) {
-      if (a.max_seqlen_q < 1)
+      if (a.max_seqlen_q < 1 && total_q > 0)
         return invalid("max_seqlen_q: required (> 0) when cu_seqlens_q is on " + device_str(p.device) +
                        ", got " + to_string(a.max_seqlen_q));
-      p.max_seq_q = a.max_seqlen_q;
+      p.max_seq_q = total_q > 0 ? a.max_seqlen_q : 0;
     }
     if (p.kv == KvLayout::ragged) {
-      if (a.max_seqlen_k < 1)
+      if (a.max_seqlen_k < 1 && a.k.shape[0] > 0)
         return invalid("max_seqlen_k: required (> 0) when cu_seqlens_k is on " + device_str(p.device) +
-                       ", got " + to_string(a.max_seqlen_k));
-      p.max_seq_k = a.max_seqlen_k;
+                       ", got " + to_string(a.max_seqlen_k) + " (0 only with k of no rows)");
+      p.max_seq_k = a.k.shape[0] > 0 ? a.max_seqlen_k : 0;
     } else if (p.kv == KvLayout::paged && a.max_seqlen_k > 0 && a.max_seqlen_k < p.max_seq_k) {
       p.max_seq_k = a.max_seqlen_k;  // a tighter bound the caller promises (seqused_k)
     }

@@ -17,21 +17,24 @@ struct Problem {
   int64_t dim_qk = 0, dim_v = 0;
   bool q_ragged = false;
   KvLayout kv = KvLayout::dense;
-  int64_t max_seq_q = 0, max_seq_k = 0;  // dense: tensor extents; ragged: max over batch
+  // Dense: tensor extents (seqused_q / seqused_k may use fewer rows); ragged / paged: max over
+  // the batch (host metadata, after seqused_q / seqused_k) or the caller's max_seqlen (device).
+  int64_t max_seq_q = 0, max_seq_k = 0;
   int64_t page_size = 0, max_pages = 0, num_pages = 0;  // paged only
   float scale = 1.0f;    // resolved softmax scale
   float softcap = 0.0f;  // 0: off
   MaskRule mask{};
-  bool has_lse = false, has_sinks = false, has_seqused_k = false, fp8 = false;
+  bool has_lse = false, has_sinks = false, has_seqused_k = false, has_seqused_q = false;
+  bool fp8 = false;
   DType in_dtype = DType::bf16, out_dtype = DType::bf16;
   Device device{};
-  bool meta_on_host = true;  // cu_seqlens / seqused_k / page_table readable from the host
+  bool meta_on_host = true;  // cu_seqlens / seqused_q/k / page_table readable from the host
 };
 
 // Per-sequence extents, read from host-resident metadata (meta_on_host must be true).
 struct SeqInfo {
   int64_t q_start = 0;  // first row in q/out/lse token dim (ragged) or 0 (dense)
-  int64_t q_len = 0;
+  int64_t q_len = 0;    // query rows used (seqused_q applied); later rows are not touched
   int64_t k_start = 0;  // first row in k/v token dim (ragged) or 0 (dense/paged)
   int64_t k_len = 0;    // keys used (seqused_k applied)
 };

@@ -14,7 +14,8 @@ int resolve_threads(int requested, const char* env_value) {
     const long n = std::strtol(env_value, &end, 10);
     if (end != env_value && n > 0) return int(n < 4096 ? n : 4096);
   }
-  const unsigned hw = std::thread::hardware_concurrency();
+  // Asked once: glibc reads /sys for it (~5 us, more than a small call's whole kernel).
+  static const unsigned hw = std::thread::hardware_concurrency();
   return hw > 0 ? int(hw) : 1;
 }
 

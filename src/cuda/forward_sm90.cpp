@@ -51,6 +51,10 @@ Status check_device(const char* name, const Tensor& t, const Problem& p) {
 // What the kernels cannot serve: dtypes, head dims, layouts beyond their 32-bit coordinates,
 // misaligned operands. NotSupported names the argument.
 Status check_supported(const Args& a, const Problem& p) {
+  // Accepted by the API, not by the kernel yet (issue 16): refuse rather than ignore them.
+  if (p.has_seqused_q) return not_yet("seqused_q");
+  if (p.mask.chunk > 0 && (p.mask.window_left >= 0 || p.mask.window_right >= 0))
+    return not_yet("attention_chunk with a sliding window");
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16 && !p.fp8)
     return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
   if (p.fp8 && (p.dim_qk != 128 || p.dim_v != 128))

@@ -38,7 +38,8 @@ void gather_kv(const Args& a, const Problem& p, int64_t b, int64_t hk, const Seq
 // are independent, so the result does not depend on the thread count.
 template <typename Fn>
 void parallel_for(int64_t n, int threads, Fn fn) {
-  int t = threads > 0 ? threads : int(std::thread::hardware_concurrency());
+  static const int hw = int(std::thread::hardware_concurrency());  // a /sys read: ask once
+  int t = threads > 0 ? threads : hw;
   if (t < 1) t = 1;
   if (int64_t(t) > n) t = int(n);
   if (t <= 1) {

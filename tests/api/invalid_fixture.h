@@ -28,8 +28,8 @@ class InvalidInput : public ::testing::Test {
     make(s);
   }
   std::vector<HostTensor*> buffers() {
-    return {&c.q, &c.k, &c.v, &c.out, &c.lse, &c.cu_seqlens_q, &c.cu_seqlens_k, &c.seqused_k,
-            &c.page_table, &c.sinks, &c.q_descale, &c.k_descale, &c.v_descale};
+    return {&c.q, &c.k, &c.v, &c.out, &c.lse, &c.cu_seqlens_q, &c.cu_seqlens_k, &c.seqused_q,
+            &c.seqused_k, &c.page_table, &c.sinks, &c.q_descale, &c.k_descale, &c.v_descale};
   }
   // forward(a) and validate(a) must both fail with Invalid, the message must start with
   // "<arg>:" and contain `detail`, and no byte of any buffer (nor of `extra`) may change.

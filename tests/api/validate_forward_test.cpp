@@ -116,10 +116,10 @@ TEST_F(Bad, HeadDimZero) {
   a.q.shape[3] = a.k.shape[3] = 0;
   expect_invalid(a, "q", "head dim 0");
 }
-TEST_F(Bad, VHeadDimAbove256) {
+TEST_F(Bad, VHeadDimAbove512) {
   Args a = c.args;
-  a.v.shape[3] = a.out.shape[3] = 257;
-  expect_invalid(a, "v", "head dim 257");
+  a.v.shape[3] = a.out.shape[3] = 513;
+  expect_invalid(a, "v", "head dim 513");
 }
 TEST_F(Bad, KHeadDimDiffersFromQ) {
   Args a = c.args;
@@ -252,12 +252,6 @@ TEST_F(Bad, CausalWithRightWindow) {
   a.mask.causal = true;
   a.mask.window_right = 3;
   expect_invalid(a, "mask.window_right", "causal");
-}
-TEST_F(Bad, ChunkWithWindow) {
-  Args a = c.args;
-  a.mask.chunk_size = 4;
-  a.mask.window_left = 2;
-  expect_invalid(a, "mask.chunk_size", "window");
 }
 TEST_F(Bad, NegativeChunk) {
   Args a = c.args;

@@ -43,7 +43,7 @@ TEST(ValidateFuzz, CorruptedArgumentsNeverCrash) {
     s.dim_qk = m.pick(1, 9), s.dim_v = m.pick(1, 9);
     s.ragged_q = m.coin(2), s.ragged_k = m.coin(3);
     if (!s.ragged_k && m.coin(2)) s.page_size = m.pick(1, 4);
-    s.seqused_k = m.coin(2), s.sinks = m.coin(3), s.lse = m.coin(2);
+    s.seqused_k = m.coin(2), s.seqused_q = m.coin(3), s.sinks = m.coin(3), s.lse = m.coin(2);
     s.dtype = m.coin(4) ? DType::e4m3 : DType::bf16;
     s.seed = iter;
     Case c = make_case(s);
@@ -55,7 +55,7 @@ TEST(ValidateFuzz, CorruptedArgumentsNeverCrash) {
         case 2: m.shrink(m.coin(2) ? a.out : a.lse); break;
         case 3: m.scribble(a.cu_seqlens_q); break;
         case 4: m.scribble(a.cu_seqlens_k); break;
-        case 5: m.scribble(a.seqused_k); break;
+        case 5: m.scribble(m.coin(2) ? a.seqused_k : a.seqused_q); break;
         case 6: m.scribble(a.page_table); break;
         case 7: m.shrink(m.coin(2) ? a.page_table : a.seqused_k); break;
         case 8:

@@ -55,6 +55,51 @@ TEST_P(CpuFeatures, ChunkedAttention) {
   }
 }
 
+TEST_P(CpuFeatures, ChunkWithWindow) {
+  // Chunk and window both bound the keys (the intersection): chunks wider and narrower than
+  // the window and than a 64-key tile, with causal, left-only and two-sided windows.
+  struct M { int64_t chunk, wl, wr; bool causal; };
+  for (const M m : {M{16, 5, -1, true}, M{50, 70, -1, true}, M{64, 20, 0, true}, M{33, 4, 9, false},
+                    M{100, -1, 30, false}, M{1, 0, 0, false}}) {
+    CaseSpec s = base(200 + uint64_t(m.chunk + m.wl));
+    s.mask.chunk_size = m.chunk, s.mask.window_left = m.wl, s.mask.window_right = m.wr;
+    s.mask.causal = m.causal;
+    EXPECT_EQ(cpu_check(s), "") << "chunk " << m.chunk << " window " << m.wl << "," << m.wr;
+  }
+  CaseSpec r = base(210);  // ragged, GQA 4, sinks
+  r.ragged_q = r.ragged_k = true, r.batch = 3, r.heads_q = 8, r.sinks = true;
+  r.mask.chunk_size = 40, r.mask.window_left = 25, r.mask.causal = true;
+  EXPECT_EQ(cpu_check(r), "");
+}
+
+TEST_P(CpuFeatures, SeqUsedQ) {
+  // Rows past seqused_q[b] stay untouched (run_and_check poisons them first); the masks
+  // align to the used rows. Dense, ragged, paged with seqused_k, across work-item sizes.
+  CaseSpec d = base(220);
+  d.batch = 4, d.used_q = {131, 0, 1, 70}, d.mask.causal = true;
+  EXPECT_EQ(cpu_check(d), "");
+  CaseSpec r = base(221);
+  r.batch = 4, r.ragged_q = r.ragged_k = true, r.seqlens_q = {131, 64, 0, 5}, r.used_q = {100, 64, 0, 2};
+  r.mask.window_left = 40, r.mask.causal = true, r.sinks = true;
+  EXPECT_EQ(cpu_check(r), "");
+  CaseSpec p = base(222);
+  p.batch = 3, p.seqused_q = true, p.seqused_k = true, p.page_size = 16, p.heads_q = 8;
+  p.mask.chunk_size = 30, p.mask.causal = true;
+  EXPECT_EQ(cpu_check(p), "");
+}
+
+TEST_P(CpuFeatures, EmptyKeySets) {
+  // Every key sequence empty: zeros and LSE -inf (or the sink), as FA3.
+  for (bool sinks : {false, true}) {
+    CaseSpec s = base(230 + sinks);
+    s.batch = 3, s.ragged_q = s.ragged_k = true, s.seqlens_k = {0, 0, 0}, s.seq_k = 0, s.sinks = sinks;
+    EXPECT_EQ(cpu_check(s), "") << "sinks " << sinks;
+    CaseSpec d = base(232 + sinks);
+    d.seq_k = 0, d.sinks = sinks, d.mask.causal = true;
+    EXPECT_EQ(cpu_check(d), "") << "dense, sinks " << sinks;
+  }
+}
+
 TEST_P(CpuFeatures, GqaRatios) {
   for (int64_t g : {1, 3, 4, 8}) {
     CaseSpec s = base(30 + uint64_t(g));
@@ -66,7 +111,8 @@ TEST_P(CpuFeatures, GqaRatios) {
 
 TEST_P(CpuFeatures, HeadDims) {
   const std::pair<int64_t, int64_t> dims[] = {{64, 64}, {96, 96}, {128, 128}, {256, 256},
-                                              {1, 1},   {33, 72}, {192, 128}, {80, 200}};
+                                              {1, 1},   {33, 72}, {192, 128}, {80, 200},
+                                              {64, 512}, {64, 256}, {40, 300}};  // FA3: q/k <= 64, v <= 512
   for (auto [dq, dv] : dims) {
     CaseSpec s = base(40 + uint64_t(dq + dv));
     s.dim_qk = dq, s.dim_v = dv, s.seq_q = 45, s.seq_k = 97;

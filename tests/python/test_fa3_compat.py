@@ -1,7 +1,8 @@
 """Drop-in compatibility with FlashAttention-3's `flash_attn_interface` forward functions:
-the same parameter names in the same order (so positional calls keep working), speed-only
-options accepted, every unsupported argument rejected by name, and C++ validation of the
-metadata these functions take (page tables, cache lengths) surfacing as ValueError."""
+the module imports under FA3's name, the same parameter names in the same order (so
+positional calls keep working), speed-only options accepted, every unsupported argument
+rejected by name, and C++ validation of the metadata these functions take (page tables,
+cache lengths) surfacing as ValueError."""
 
 import inspect
 
@@ -9,9 +10,10 @@ import numpy as np
 import pytest
 
 import longattn
+import longattn.flash_attn_interface as flash_attn_interface
 from conftest import assert_oracle, randn
 
-# FA3 (hopper/flash_attn_interface.py) forward parameters, in order.
+# FA3 (hopper/flash_attn_interface.py) parameters, in order.
 FA3_PARAMS = {
     "flash_attn_func": [
         "q", "k", "v", "softmax_scale", "causal", "qv", "q_descale", "k_descale", "v_descale",
@@ -29,18 +31,87 @@ FA3_PARAMS = {
         "softmax_scale", "causal", "window_size", "attention_chunk", "softcap",
         "rotary_interleaved", "scheduler_metadata", "num_splits", "pack_gqa", "sm_margin",
         "return_softmax_lse"],
+    "flash_attn_qkvpacked_func": [
+        "qkv", "softmax_scale", "causal", "q_descale", "k_descale", "v_descale", "window_size",
+        "attention_chunk", "softcap", "deterministic", "num_heads_q", "sm_margin",
+        "return_attn_probs"],
+    "flash_attn_combine": ["out_partial", "lse_partial", "out", "out_dtype"],
+    "get_scheduler_metadata": [
+        "batch_size", "max_seqlen_q", "max_seqlen_k", "num_heads_q", "num_heads_kv", "headdim",
+        "cache_seqlens", "qkv_dtype", "headdim_v", "cu_seqlens_q", "cu_seqlens_k_new",
+        "cache_leftpad", "page_size", "max_seqlen_k_new", "causal", "window_size",
+        "attention_chunk", "has_softcap", "num_splits", "pack_gqa", "sm_margin"],
 }
 # Our extras come after FA3's parameters and are keyword-only, so they cannot shift them.
-EXTRAS = ["sinks", "out", "backend", "num_threads"]
+EXTRAS = {"flash_attn_combine": ["backend"], "get_scheduler_metadata": []}
+FORWARD_EXTRAS = ["sinks", "out", "backend", "num_threads"]
+# FA3's defaults (qkv_dtype: torch.bfloat16 in FA3, None here -- importing needs no torch).
+FA3_DEFAULTS = {
+    "flash_attn_func": dict(softmax_scale=None, causal=False, qv=None, window_size=(-1, -1),
+                            attention_chunk=0, softcap=0.0, num_splits=1, pack_gqa=None,
+                            deterministic=False, sm_margin=0, return_attn_probs=False),
+    "flash_attn_varlen_func": dict(seqused_q=None, seqused_k=None, num_splits=1, return_attn_probs=False),
+    "flash_attn_with_kvcache": dict(rotary_interleaved=True, num_splits=0, return_softmax_lse=False),
+    "flash_attn_combine": dict(out=None, out_dtype=None),
+    "get_scheduler_metadata": dict(max_seqlen_k_new=0, window_size=(-1, -1), num_splits=0, sm_margin=0),
+}
 
 
 @pytest.mark.parametrize("name", sorted(FA3_PARAMS))
-def test_parameter_order_matches_fa3(name):
-    params = inspect.signature(getattr(longattn, name)).parameters
+def test_parameter_order_and_defaults_match_fa3(name):
+    params = inspect.signature(getattr(flash_attn_interface, name)).parameters
     positional = [p.name for p in params.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
     keyword_only = [p.name for p in params.values() if p.kind == p.KEYWORD_ONLY]
     assert positional == FA3_PARAMS[name]
-    assert keyword_only == EXTRAS
+    assert keyword_only == EXTRAS.get(name, FORWARD_EXTRAS)
+    for arg, default in FA3_DEFAULTS.get(name, {}).items():
+        assert params[arg].default == default, arg
+
+
+def test_module_is_a_drop_in():
+    # `import longattn.flash_attn_interface as flash_attn_interface` exposes FA3's names, the
+    # same functions as the top-level package.
+    for name in FA3_PARAMS:
+        assert getattr(flash_attn_interface, name) is getattr(longattn, name)
+    assert set(flash_attn_interface.__all__) == set(FA3_PARAMS)
+
+
+def test_every_function_positionally_and_by_keyword(rng):
+    fai = flash_attn_interface
+    q, k, v = randn(rng, (2, 9, 4, 32)), randn(rng, (2, 12, 2, 32)), randn(rng, (2, 12, 2, 32))
+    ref = fai.flash_attn_func(q, k, v, softmax_scale=0.2, causal=True, window_size=(4, 0))
+    np.testing.assert_array_equal(ref, fai.flash_attn_func(q, k, v, 0.2, True, None, None, None, None, (4, 0)))
+    np.testing.assert_array_equal(ref, fai.flash_attn_func(q=q, k=k, v=v, softmax_scale=0.2, causal=True,
+                                                           window_size=(4, 0)))
+    cu_q, cu_k = np.array([0, 9, 18], np.int32), np.array([0, 12, 24], np.int32)
+    qr, kr, vr = q.reshape(18, 4, 32), k.reshape(24, 2, 32), v.reshape(24, 2, 32)
+    pos = fai.flash_attn_varlen_func(qr, kr, vr, cu_q, cu_k, 9, 12, None, None, 0.2, True, None, None,
+                                     None, None, (4, 0))
+    kwd = fai.flash_attn_varlen_func(q=qr, k=kr, v=vr, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=9,
+                                     max_seqlen_k=12, softmax_scale=0.2, causal=True, window_size=(4, 0))
+    np.testing.assert_array_equal(pos, kwd)
+    np.testing.assert_array_equal(pos, ref.reshape(18, 4, 32))
+    lens = np.array([12, 12], np.int32)
+    pos = fai.flash_attn_with_kvcache(q, k, v, None, None, None, None, None, lens, None, None, None, None,
+                                      None, None, None, None, None, None, 0.2, True, (4, 0))
+    kwd = fai.flash_attn_with_kvcache(q=q, k_cache=k, v_cache=v, cache_seqlens=lens, softmax_scale=0.2,
+                                      causal=True, window_size=(4, 0))
+    np.testing.assert_array_equal(pos, ref)
+    np.testing.assert_array_equal(kwd, ref)
+    qkv = np.stack([q, q, q], axis=2)  # (batch, seqlen, 3, heads, dim)
+    np.testing.assert_array_equal(fai.flash_attn_qkvpacked_func(qkv, 0.2, True),
+                                  fai.flash_attn_func(q, q, q, 0.2, True))
+    gqa = np.concatenate([q, k[:, :9], v[:, :9]], axis=2)  # num_heads_q = 4, 2 kv heads
+    np.testing.assert_array_equal(fai.flash_attn_qkvpacked_func(gqa, causal=True, num_heads_q=4),
+                                  fai.flash_attn_func(q, k[:, :9], v[:, :9], causal=True))
+    _, lse = fai.flash_attn_func(q, k, v, return_attn_probs=True)
+    op, lp = np.stack([ref, ref]), np.stack([lse, lse]).transpose(0, 1, 3, 2)
+    out, merged = fai.flash_attn_combine(op, lp, None, None)
+    np.testing.assert_allclose(out, ref, atol=1e-6)
+    out2, _ = fai.flash_attn_combine(out_partial=op, lse_partial=lp, out_dtype=np.float32)
+    np.testing.assert_array_equal(out, out2)
+    md = fai.get_scheduler_metadata(2, 9, 12, 4, 2, 32, lens, None, None, None, None, None, None, 0, True)
+    assert md.size == 0
 
 
 def test_positional_call_with_speed_options(rng):
@@ -73,9 +144,8 @@ def test_kvcache_unsupported_args_named(rng, arg):
 def test_varlen_unsupported_args_named(rng):
     q = randn(rng, (9, 2, 32))
     cu = np.array([0, 9], np.int32)
-    for arg in ("qv", "seqused_q"):
-        with pytest.raises(NotImplementedError, match=f"^{arg}: not supported"):
-            longattn.flash_attn_varlen_func(q, q, q, cu, cu, 9, 9, **{arg: cu[1:]})
+    with pytest.raises(NotImplementedError, match="^qv: not supported"):
+        longattn.flash_attn_varlen_func(q, q, q, cu, cu, 9, 9, qv=q)
 
 
 def paged(rng, pages=5, page=4):

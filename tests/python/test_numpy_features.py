@@ -132,11 +132,13 @@ def test_kvcache_dense_and_paged(rng):
             n = rows.stop - rows.start
             k_pages[table[b, i], :n] = k_cache[b, rows]
             v_pages[table[b, i], :n] = v_cache[b, rows]
-    out_p, lse_p = longattn.flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=lens,
-                                                    page_table=table, causal=True,
-                                                    return_softmax_lse=True)
+    # FA3 returns (out, softmax_lse, out_accum, softmax_lse_accum); no split-KV: empty.
+    out_p, lse_p, *accum = longattn.flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=lens,
+                                                            page_table=table, causal=True,
+                                                            return_softmax_lse=True)
     dense_ref(out_p, lens)
     assert lse_p.shape == (B, H, Sq)
+    assert [a.shape for a in accum] == [(0,), (0,)]
 
 
 def test_fp8_e4m3(rng):

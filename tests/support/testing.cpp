@@ -110,6 +110,26 @@ std::string where(const char* what, int64_t b, int64_t h, int64_t i, int64_t d) 
   return os.str();
 }
 
+// Rows past seqused_q[b] are never written: after run_and_check's poison they hold NaN.
+std::string unused_rows_untouched(const Args& a, const detail::Problem& p) {
+  if (!p.has_seqused_q) return "";
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const detail::SeqInfo s = detail::seq_info(a, p, b);
+    const int64_t rows = p.q_ragged ? int64_t(get(a.cu_seqlens_q, {b + 1}) - get(a.cu_seqlens_q, {b}))
+                                    : a.q.shape[1];
+    for (int64_t i = int64_t(get(a.seqused_q, {b})); i < rows; ++i)
+      for (int64_t h = 0; h < p.heads_q; ++h) {
+        const int64_t oo = detail::out_offset(a, p, b, s, i, h);
+        for (int64_t d = 0; d < p.dim_v; ++d)
+          if (!std::isnan(load_as_double(a.out.data, p.out_dtype, oo + d)))
+            return where("out", b, h, i, d) + " was written, but the row is past seqused_q";
+        if (p.has_lse && !std::isnan(load_as_double(a.lse.data, DType::f32, detail::lse_offset(a, p, b, s, i, h))))
+          return where("lse", b, h, i, -1) + " was written, but the row is past seqused_q";
+      }
+  }
+  return "";
+}
+
 }  // namespace
 
 HostTensor empty_tensor(DType dtype, std::initializer_list<int64_t> shape) {
@@ -188,6 +208,7 @@ std::string describe(const CaseSpec& s) {
   if (s.ragged_k) os << " ragged_k";
   if (s.page_size > 0) os << " paged" << s.page_size;
   if (s.seqused_k) os << " seqused_k";
+  if (s.seqused_q || !s.used_q.empty()) os << " seqused_q";
   if (s.padded) os << " padded";
   if (s.amp != 1.0f) os << " amp=" << s.amp;
   os << " seed=" << s.seed;
@@ -207,8 +228,10 @@ Case make_case(const CaseSpec& spec) {
 
   // Queries and outputs.
   std::vector<int64_t> q_shape, out_shape;
+  std::vector<int32_t> q_rows(size_t(s.batch), int32_t(s.seq_q));  // rows each sequence has
   if (s.ragged_q) {
     std::vector<int32_t> len = random_lengths(s.seqlens_q, s.batch, s.seq_q, rng);
+    q_rows = len;
     std::vector<int32_t> cu = prefix(len);
     c.cu_seqlens_q = int_tensor(cu);
     q_shape = {cu.back(), s.heads_q, s.dim_qk};
@@ -255,6 +278,15 @@ Case make_case(const CaseSpec& spec) {
       used[size_t(b)] = int32_t(b == 0 ? capacity[size_t(b)] : rng.below(capacity[size_t(b)] + 1));
     c.seqused_k = int_tensor(used);
   }
+  if (s.seqused_q || !s.used_q.empty()) {
+    std::vector<int32_t> used = s.used_q;
+    if (used.empty())
+      for (int64_t b = 0; b < s.batch; ++b) {
+        const int32_t rows = q_rows[size_t(b)];
+        used.push_back(b == 0 ? rows : int32_t(rng.below(rows + 1)));
+      }
+    c.seqused_q = int_tensor(used);
+  }
   if (s.sinks) c.sinks = random_tensor(DType::f32, {s.heads_q}, mix(s.seed, 4), -1.0f, 2.0f);
   if (s.dtype == DType::e4m3) {
     c.q_descale = random_tensor(DType::f32, {s.batch, s.heads_kv}, mix(s.seed, 5), 0.5f, 2.0f);
@@ -269,6 +301,7 @@ Case make_case(const CaseSpec& spec) {
   a.lse = c.lse.t;
   a.cu_seqlens_q = c.cu_seqlens_q.t;
   a.cu_seqlens_k = c.cu_seqlens_k.t;
+  a.seqused_q = c.seqused_q.t;
   a.seqused_k = c.seqused_k.t;
   a.page_table = c.page_table.t;
   a.sinks = c.sinks.t;
@@ -422,7 +455,10 @@ OracleResult run_and_check(const Args& a, double atol) {
     r.failure = std::string("forward (") + backend_name(a.backend) + "): " + st.message();
     return r;
   }
-  return check_against_reference(a, atol);
+  r = check_against_reference(a, atol);
+  detail::Problem p;
+  if (r.failure.empty() && detail::build_problem(a, &p).ok()) r.failure = unused_rows_untouched(a, p);
+  return r;
 }
 
 }  // namespace longattn::testing

@@ -90,6 +90,9 @@ struct CaseSpec {
   std::vector<int32_t> seqlens_q, seqlens_k;
   int64_t page_size = 0;   ///< > 0: paged K/V with a shuffled page table (excludes ragged_k)
   bool seqused_k = false;  ///< random keys-used per sequence (the first at full capacity)
+  bool seqused_q = false;  ///< random query rows used per sequence (the first uses all)
+  /// Query rows used per sequence (size batch; implies seqused_q); empty: random.
+  std::vector<int32_t> used_q;
   bool padded = false;     ///< non-contiguous rows in q/k/v/out (see random_padded)
   float amp = 1.0f;        ///< q, k, v uniform in [-amp, amp)
   uint64_t seed = 1;
@@ -111,8 +114,8 @@ struct Case {
   Case& operator=(const Case&) = delete;
 
   CaseSpec spec;
-  HostTensor q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, page_table, sinks,
-      q_descale, k_descale, v_descale;
+  HostTensor q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table,
+      sinks, q_descale, k_descale, v_descale;
   Args args;
 };
 Case make_case(const CaseSpec& spec);
@@ -122,7 +125,8 @@ Case make_case(const CaseSpec& spec);
 /// input dtype before P.V, output rounded to the output dtype); LSE likewise with its own
 /// naive error. run_and_check poisons a.out (and a.lse), runs longattn::forward(a) on a's
 /// backend (host tensors), computes ref and naive for every row, and compares. NaN where
-/// the reference is finite fails (an element was not written, or is wrong).
+/// the reference is finite fails (an element was not written, or is wrong). Rows past
+/// seqused_q must keep their poison (never written).
 struct OracleResult {
   double max_err = 0, naive_err = 0, bound = 0;
   double lse_err = 0, lse_naive_err = 0, lse_bound = 0;
