@@ -12,7 +12,7 @@ import sys
 from typing import List, Optional, Sequence, Tuple
 
 _MAGIC = 0x4C41_4350  # "LACP": a rank running another version of this protocol shows up
-_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn")
+_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float64", "int32", "int64", "int8", "uint8")
 
 
 def _torch():
@@ -130,6 +130,15 @@ def _fmt(label: str, vals: Sequence[int]) -> str:
         if vals[0] == -1:
             return "none (dense)"
         return f"{vals[0]} entries ending at {vals[1]} (digest {vals[2]:#x})"
+    if label in ("causal", "return_lse"):
+        return str(bool(vals[0]))
+    if label in ("layout", "method"):
+        from ._plan import LAYOUTS, METHODS
+
+        names = LAYOUTS if label == "layout" else METHODS
+        return "default" if vals[0] == -1 else (repr(names[vals[0]]) if 0 <= vals[0] < len(names) else "unknown")
+    if label == "kv_groups":
+        return "default" if vals[0] == -1 else str(vals[0])
     if label in ("softcap", "softmax_scale"):
         x = _bits_float(vals[0])
         return "default" if x is None else repr(x)
