@@ -184,8 +184,8 @@ def context_parallel_attn(
     `method`: "all_gather_kv" (gather K/V by head groups, `kv_groups` of them, each local
     query chunk attends to the keys it may see) or "ring" (K/V shards travel around the
     ring; partials merged by LSE); None picks by the documented rule
-    (cost_model.default_method: all_gather_kv under GQA, ring for MHA or when the gathered
-    K/V would not fit).
+    (cost_model.default_method: all_gather_kv under GQA, ring for MHA). kv_groups None:
+    cost_model.default_kv_groups (2, more when the gathered K/V would not fit).
 
     Returns this rank's output (q's layout, v's head dim, q's dtype), or (out, lse) with
     return_lse (float32 (batch, heads_q, seq/W) or (heads_q, tokens)). Without an
@@ -227,9 +227,8 @@ def context_parallel_attn(
 
     hq, hk, dim, dim_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     tokens_global = world * sum(lens) * (1 if cu is not None else q.shape[0])
-    groups = kv_groups or default_kv_groups(hk)
-    if method is None:
-        method = default_method(world, hq, hk, tokens_global, dim, dim_v, q.element_size(), free_min, groups)
+    method = method or default_method(world, hq, hk)
+    groups = kv_groups or default_kv_groups(hk, tokens_global, dim, dim_v, q.element_size(), free_min)
     prob = rank_problem(q, k, v, layout, world, rank, cu, lens, causal=causal, window=window, softcap=softcap,
                         softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
                         num_threads=num_threads, kv_groups=groups)

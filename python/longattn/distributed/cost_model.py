@@ -1,7 +1,8 @@
 """Cost model of context-parallel prefill: per-rank compute, communication volume and what
 of it stays exposed, and the extra memory traffic each method adds, for one attention
-layer. docs/distributed.md explains it and prints its tables (`python -m
-longattn.distributed.cost_model`); the default-method rule (`default_method`) follows it.
+layer. docs/distributed.md explains it and shows its tables (`python -c "import
+longattn.distributed.cost_model as m; m.main()"`); the default rule (`default_method`)
+follows it.
 
 Assumptions (each a named field of `Hardware`):
 - every rank's kernels run at the single-GPU throughput `tflops` (FLOPs of visible pairs,
@@ -65,10 +66,29 @@ def attention_flops(tokens: int, heads_q: int, dim: int, dim_v: int, causal: boo
     return 2.0 * pairs * heads_q * (dim + dim_v)
 
 
-def default_kv_groups(heads_kv: int) -> int:
-    """Head groups the all-gather pipelines (the first group's gather is exposed, 1/G of
-    it; smaller groups mean smaller kernels): 2 when heads_kv is even."""
-    return 2 if heads_kv % 2 == 0 else 1
+def all_gather_bytes(tokens: int, heads_kv: int, kv_groups: int, dim: int = 128, dim_v: Optional[int] = None,
+                     elem_bytes: int = 2) -> int:
+    """Device memory the all-gather holds per rank: one group's gathered K/V, its reordered
+    copy and the next group's gather in flight."""
+    dim_v = dim if dim_v is None else dim_v
+    return 3 * tokens * (heads_kv // kv_groups) * (dim + dim_v) * elem_bytes
+
+
+def default_kv_groups(heads_kv: int, tokens: int = 0, dim: int = 128, dim_v: Optional[int] = None,
+                      elem_bytes: int = 2, free_bytes: int = -1) -> int:
+    """Head groups the all-gather pipelines: the first group's gather is exposed (1/G of the
+    transfer) and every group is a separate set of calls (smaller kernels), so 2 when
+    heads_kv is even, else 1; more (the next divisors of heads_kv) while the gathered buffers
+    would take over half of `free_bytes` (the smallest free device memory over the ranks;
+    -1: unknown, host memory)."""
+    g = 2 if heads_kv % 2 == 0 else 1
+    if free_bytes < 0 or tokens <= 0:
+        return g
+    for cand in (x for x in range(g, heads_kv + 1) if heads_kv % x == 0):
+        g = cand
+        if all_gather_bytes(tokens, heads_kv, g, dim, dim_v, elem_bytes) <= free_bytes // 2:
+            break
+    return g
 
 
 def predict(method: str, world: int, tokens: int, heads_q: int = 32, heads_kv: int = 8, dim: int = 128,
@@ -91,7 +111,7 @@ def predict(method: str, world: int, tokens: int, heads_q: int = 32, heads_kv: i
         exposed = per + (g - 1) * max(0.0, per - x / g)
         # pack the local slice (r+w), reorder the gathered K/V into sequence order (r+w)
         extra = (2 * shard + 2 * world * shard) / hbm + g * (2 + 2) * call
-        memory = 3 * world * shard / g  # gathered + reordered + next group in flight
+        memory = all_gather_bytes(tokens, heads_kv, g, dim, dim_v, elem_bytes)
     elif method == "ring":
         step = shard / bw
         exposed = (world - 1) * max(0.0, step - x / world)
@@ -104,32 +124,23 @@ def predict(method: str, world: int, tokens: int, heads_q: int = 32, heads_kv: i
     return Prediction(method, world, tokens, t_one, x, comm, t_comm, exposed, extra, memory)
 
 
-def default_method(world: int, heads_q: int, heads_kv: int, tokens: int = 0, dim: int = 128,
-                   dim_v: Optional[int] = None, elem_bytes: int = 2, free_bytes: int = -1,
-                   kv_groups: Optional[int] = None) -> str:
+def default_method(world: int, heads_q: int, heads_kv: int) -> str:
     """The documented default (docs/distributed.md): `all_gather_kv` under GQA (at least two
-    query heads per kv head: K/V are at most half of Q, the gather is cheap and the calls
-    need no merge), `ring` otherwise (MHA: the ring hides its larger transfers behind
-    compute; the all-gather would expose its first group's share and reorder more bytes).
-    `ring` also when the all-gather's buffers would take more than half of the smallest
-    free device memory over the ranks (free_bytes; -1: unknown / host memory)."""
-    if world <= 1:
-        return "all_gather_kv"
-    if heads_q < 2 * heads_kv:
+    query heads per kv head: K/V are at most half of Q, the gather is cheap, the calls need
+    no merge and the extra traffic is a reorder of K/V), `ring` otherwise (MHA: the ring
+    hides its larger transfers behind compute, while the all-gather would expose its first
+    group's share and reorder twice Q's bytes). Memory does not change the method; it
+    raises the all-gather's kv_groups (default_kv_groups)."""
+    if world > 1 and heads_q < 2 * heads_kv:
         return "ring"
-    if free_bytes >= 0 and tokens > 0:
-        dim_v = dim if dim_v is None else dim_v
-        g = kv_groups or default_kv_groups(heads_kv)
-        gathered = 3 * tokens * (heads_kv // g) * (dim + dim_v) * elem_bytes
-        if gathered > free_bytes // 2:
-            return "ring"
     return "all_gather_kv"
 
 
 def _table(heads_q=32, heads_kv=8, causal=True, hw=H100) -> str:
     lines = [
-        f"| tokens | W | one GPU (s) | method | per rank compute (s) | received (GB) | link (ms) | exposed (ms) | extra (ms) | efficiency |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| tokens | W | one GPU (s) | method | per rank compute (s) | received (GB) | link (ms) | exposed (ms) "
+        "| extra (ms) | extra memory (GB) | efficiency |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for tokens in (131072, 262144, 524288, 1048576):
         for world in (2, 4, 8):
@@ -138,7 +149,7 @@ def _table(heads_q=32, heads_kv=8, causal=True, hw=H100) -> str:
                 lines.append(
                     f"| {tokens // 1024}k | {world} | {p.t_one:.3f} | {method} | {p.t_compute:.3f} | "
                     f"{p.comm_bytes / 1e9:.2f} | {p.t_comm * 1e3:.2f} | {p.t_exposed * 1e3:.2f} | "
-                    f"{p.t_extra * 1e3:.2f} | {p.efficiency * 100:.1f}% |"
+                    f"{p.t_extra * 1e3:.2f} | {p.memory_bytes / 1e9:.1f} | {p.efficiency * 100:.1f}% |"
                 )
     return "\n".join(lines)
 
@@ -155,7 +166,8 @@ def _targets(hw=H100) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
+def main():
+    """Print the tables of docs/distributed.md."""
     print(f"## {H100.name}: {H100.tflops} TFLOP/s, link {H100.link_GBps} GB/s, HBM {H100.hbm_TBps} TB/s\n")
     print("### causal, 32 query / 8 kv heads, hdim 128, bf16\n")
     print(_table())
@@ -163,3 +175,7 @@ if __name__ == "__main__":
     print(_table(heads_kv=32))
     print("\n### targets of issue 19\n")
     print(_targets())
+
+
+if __name__ == "__main__":
+    main()
