@@ -41,7 +41,7 @@ def test_plan_covers_each_visible_pair_once(layout, world):
         want = visible(L, L, causal=causal, window=(window[0], -1) if causal else window)
         w_eff = (window[0], -1) if causal else window
         for rank in range(world):
-            segs = P.segments(layout, world, 1, [L // world])
+            segs = tuple(P.segments(layout, world, 1, [L // world]))
             g = _global_of_local(layout, rank, world, c)
             rows = set(g(np.arange(L // world)).tolist())
             expect = {(i, j) for i in rows for j in range(L) if want[i, j]}
@@ -79,7 +79,7 @@ def test_plan_zigzag_causal_is_balanced_and_unmasked():
     """Zigzag causal without a window: every rank computes the same number of pairs, and
     every call is either unmasked or a plain bottom-right causal (the fast kernel paths)."""
     world, c = 4, 8
-    seg = P.segments("zigzag", world, 1, [2 * c])
+    seg = tuple(P.segments("zigzag", world, 1, [2 * c]))
     for method in ("all_gather_kv", "ring"):
         work = []
         for rank in range(world):

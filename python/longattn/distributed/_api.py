@@ -45,13 +45,15 @@ def _host_ints(cu):
 
 
 def _exchange_device(group, q):
+    """Where the descriptors live: CUDA when the group has NCCL and CUDA is present (the
+    same answer on every rank of a uniform job, whatever device a rank's q is on), else CPU."""
     import torch.distributed as dist
 
     t = _torch()
     backend = str(dist.get_backend(group)).lower()
-    if isinstance(q, t.Tensor) and q.device.type == "cuda" and "nccl" in backend:
-        return q.device
-    if "gloo" not in backend and "nccl" in backend:
+    if "nccl" in backend and t.cuda.is_available():
+        if isinstance(q, t.Tensor) and q.device.type == "cuda":
+            return q.device
         return t.device("cuda", t.cuda.current_device())
     return t.device("cpu")
 

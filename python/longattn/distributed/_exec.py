@@ -173,7 +173,7 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
     hkg, hqg = hk // groups, hq // groups
     kp, vp = packed(k, p), packed(v, p)
     dim, dim_v = k.shape[-1], v.shape[-1]
-    calls = P.all_gather_calls(p.layout, p.rank, p.world, p.segs, p.causal, p.window)
+    calls = P.all_gather_calls(p.layout, p.rank, p.world, tuple(p.segs), p.causal, p.window)
     ranks_idx, toks_idx = global_order(p, q.device)
     with _Guard() as guard:
         guard.pending = comm.all_gather_start(pack_kv(kp, vp, 0, hkg), (0, hkg))
@@ -209,7 +209,7 @@ def run_ring(p: RankProblem, comm, q, k, v, out, lse):
     the next one is in flight (two receive buffers). Each step's calls write float32
     partials with their LSE into their slots; one `combine` merges the slots at the end."""
     t = _torch()
-    steps, nslots = P.ring_steps(p.layout, p.rank, p.world, p.segs, p.causal, p.window)
+    steps, nslots = P.ring_steps(p.layout, p.rank, p.world, tuple(p.segs), p.causal, p.window)
     hq, hk = q.shape[-2], k.shape[-2]
     dim, dim_v = k.shape[-1], v.shape[-1]
     tokens = p.tokens

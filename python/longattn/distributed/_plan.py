@@ -18,6 +18,7 @@ pair once the ranges are trimmed to where the band is non-empty (see `block`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import List, Optional, Sequence, Tuple
 
 INF = float("inf")
@@ -203,8 +204,9 @@ def _merge_queries(calls: List[Call], seg: Segment) -> List[Call]:
     return calls
 
 
-def all_gather_calls(layout: str, rank: int, world: int, segs: Sequence[Segment], causal: bool,
-                     window: Tuple[int, int]) -> List[Call]:
+@lru_cache(maxsize=64)
+def all_gather_calls(layout: str, rank: int, world: int, segs: Tuple[Segment, ...], causal: bool,
+                     window: Tuple[int, int]) -> Tuple[Call, ...]:
     """all_gather_kv: each local query chunk against its sequence's keys in global order.
     Every row sees its own key, so no row is trimmed and each row has exactly one call: the
     calls write the output and LSE directly, sinks included."""
@@ -212,15 +214,16 @@ def all_gather_calls(layout: str, rank: int, world: int, segs: Sequence[Segment]
     calls = []
     for si, seg in enumerate(segs):
         calls += _chunk_calls(si, seg, chunk_ids(layout, rank, world), None, world * seg.local_len, lo, hi, True)
-    return calls
+    return tuple(calls)
 
 
-def ring_steps(layout: str, rank: int, world: int, segs: Sequence[Segment], causal: bool,
-               window: Tuple[int, int]) -> Tuple[List[List[Call]], int]:
+@lru_cache(maxsize=64)
+def ring_steps(layout: str, rank: int, world: int, segs: Tuple[Segment, ...], causal: bool,
+               window: Tuple[int, int]) -> Tuple[Tuple[Tuple[Call, ...], ...], int]:
     """Ring: at step t a rank holds the K/V shard of rank (rank - t) mod W. Returns the calls
     of every step, each with a partial slot, and the number of slots. A row's calls get
     distinct slots, so `combine` over the slots merges them; (row, slot) pairs no call
-    writes keep LSE -inf. Sinks go to the call holding the row's own key (step 0): exactly
+    writes keep LSE -inf. Plans are cached (segs is a tuple: hashable). Sinks go to the call holding the row's own key (step 0): exactly
     one partial per row carries them, as the merge requires."""
     lo, hi = band(causal, window)
     qc = chunk_ids(layout, rank, world)
@@ -238,5 +241,5 @@ def ring_steps(layout: str, rank: int, world: int, segs: Sequence[Segment], caus
                     used[(si, q)] = slot + 1
                 nslots = max(nslots, slot + 1)
                 step.append(replace(call, slot=slot))
-        steps.append(step)
-    return steps, nslots
+        steps.append(tuple(step))
+    return tuple(steps), nslots
