@@ -117,6 +117,8 @@ def error_cases(rank, world):
             seen[name] = "no error"
         except Exception as ex:  # the type and message are what the test compares
             seen[name] = f"{type(ex).__name__}: {ex}"
+    empty = cp.context_parallel_attn(qs[:, :0], ks[:, :0], vs[:, :0], causal=True, return_lse=True)
+    seen["empty"] = [list(empty[0].shape), list(empty[1].shape)]
     # Still in step: a good call after the failures.
     out = cp.context_parallel_attn(qs, ks, vs, causal=True, num_threads=1)
     single = longattn.forward(q, k, v, causal=True, num_threads=1)

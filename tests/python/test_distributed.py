@@ -98,7 +98,7 @@ def test_gloo_ranks_match_the_single_call(world, tmp_path):
     if world == 3:
         errs = [rep["errors"] for rep in reports]
         for name in errs[0]:
-            if name == "after":
+            if name in ("after", "empty"):
                 continue
             msgs = {e[name] for e in errs}
             assert len(msgs) == 1, (name, msgs)  # the same error on every rank
@@ -109,3 +109,4 @@ def test_gloo_ranks_match_the_single_call(world, tmp_path):
         assert "ranks disagree on causal: rank 0 has False, rank 1 has True" in errs[0]["causal"]
         assert "not a multiple of 2" in errs[0]["odd local length"]
         assert all(e["after"] is True for e in errs)
+        assert all(e["empty"] == [[2, 0, 4, 16], [2, 4, 0]] for e in errs)

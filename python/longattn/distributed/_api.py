@@ -235,5 +235,7 @@ def context_parallel_attn(
                         softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
                         num_threads=num_threads, kv_groups=groups)
     out, lse = alloc_outputs(q, v, cu, return_lse)
+    if prob.tokens == 0:  # nothing anywhere (the shapes agree): no exchange at all
+        return (out, lse.fill_(float("-inf"))) if return_lse else out
     E.METHOD_RUNNERS[method](prob, E.TorchComm(group), q, k, v, out, lse)
     return (out, lse) if return_lse else out
