@@ -23,7 +23,7 @@ from longattn.distributed.simulate import Simulation  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_world_size_one_is_the_plain_call_bit_for_bit():
+def test_world_size_one_is_the_plain_call_bit_for_bit(tmp_path):
     g = torch.Generator().manual_seed(5)
     q, k, v = (torch.randn(s, generator=g).to(torch.bfloat16) for s in ((1, 40, 4, 16), (1, 40, 2, 16), (1, 40, 2, 16)))
     sinks = torch.randn(4, generator=g)
@@ -31,8 +31,17 @@ def test_world_size_one_is_the_plain_call_bit_for_bit():
     b, lb = longattn.forward(q, k, v, causal=True, window_size=(7, -1), sinks=sinks, return_lse=True)
     assert torch.equal(a.view(torch.int16), b.view(torch.int16)) and torch.equal(la, lb)
     cu = torch.tensor([0, 15, 40], dtype=torch.int32)
-    a = cp.context_parallel_attn(q[0], k[0], v[0], cu_seqlens=cu, causal=True)
     b = longattn.flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 25, 25, causal=True)
+    a = cp.context_parallel_attn(q[0], k[0], v[0], cu_seqlens=cu, causal=True)
+    assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+    # An initialised group of one rank: the same plain call.
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        a = cp.context_parallel_attn(q[0], k[0], v[0], cu_seqlens=[0, 15, 40], causal=True)
+    finally:
+        dist.destroy_process_group()
     assert torch.equal(a.view(torch.int16), b.view(torch.int16))
 
 

@@ -216,11 +216,11 @@ def run_ring(p: RankProblem, comm, q, k, v, out, lse):
     p_out = t.empty((nslots, tokens, hq, dim_v), dtype=t.float32, device=q.device)
     p_lse = t.full((nslots, hq, tokens), float("-inf"), dtype=t.float32, device=q.device)
     cur = pack_kv(packed(k, p), packed(v, p), 0, hk)
-    bufs = [t.empty_like(cur), t.empty_like(cur)] if p.world > 1 else []
+    bufs = [t.empty_like(cur) for _ in range(min(2, p.world - 1))]  # W = 2 receives once
     with _Guard() as guard:
         for step, calls in enumerate(steps):
             if step + 1 < p.world:
-                guard.pending = comm.ring_start(step, cur, bufs[step % 2])
+                guard.pending = comm.ring_start(step, cur, bufs[step % len(bufs)])
             kw, vw = unpack_kv(cur, 1, tokens, hk, dim, dim_v, k.dtype)
             kb, vb = kw[0], vw[0]
             for c in calls:
