@@ -17,6 +17,7 @@ def forward(
     *,
     out=None,
     return_lse=False,
+    lse=None,
     cu_seqlens_q=None,
     cu_seqlens_k=None,
     seqused_q=None,
@@ -44,7 +45,8 @@ def forward(
     k/v dense, ragged (cu_seqlens_k) or paged (page_table). seqused_q / seqused_k (int32,
     batch) limit the query rows / keys used per sequence; rows past seqused_q are not written.
     Returns out, or (out, lse) with return_lse. `out` (if given) must be q's layout with v's
-    head dim.
+    head dim. `lse` (if given) is a writable float32 LSE array of the documented shape, any
+    strides with a contiguous last dim (it implies return_lse).
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
         A.check_array(name, x)
@@ -58,8 +60,12 @@ def forward(
         A.check_array("out", out)
         if not A.is_writable(out):
             raise ValueError("out: array is read-only")
-    lse = None
-    if return_lse:
+    if lse is not None:
+        A.check_array("lse", lse)
+        if not A.is_writable(lse):
+            raise ValueError("lse: array is read-only")
+        return_lse = True
+    elif return_lse:
         qs = A.shape_of(q)
         lse_shape = (qs[1], qs[0]) if cu_seqlens_q is not None else (qs[0], qs[2], qs[1])
         if len(qs) < 3:
@@ -108,11 +114,12 @@ def forward(
     return (out, lse) if return_lse else out
 
 
-def combine(out_partial, lse_partial, out=None, out_dtype=None, return_lse=False, backend="auto"):
+def combine(out_partial, lse_partial, out=None, out_dtype=None, return_lse=False, backend="auto", lse=None):
     """Merge partial results over disjoint key sets by their LSEs (longattn::combine).
 
     out_partial (splits, tokens, heads, dim_v), lse_partial float32 (splits, heads, tokens).
-    Returns out (tokens, heads, dim_v), or (out, lse) with return_lse.
+    Returns out (tokens, heads, dim_v), or (out, lse) with return_lse. `lse` (if given) is a
+    writable float32 (heads, tokens) array for the merged LSE (it implies return_lse).
     """
     A.check_array("out_partial", out_partial)
     A.check_array("lse_partial", lse_partial)
@@ -120,7 +127,11 @@ def combine(out_partial, lse_partial, out=None, out_dtype=None, return_lse=False
     if out is None:
         dt = out_dtype or A.dtype_name(out_partial)
         out = A.empty_like_framework(out_partial, s[1:], dt)
-    lse = A.empty_like_framework(out_partial, (s[2], s[1]), "f32") if return_lse and len(s) == 4 else None
+    if lse is not None:
+        A.check_array("lse", lse)
+        return_lse = True
+    elif return_lse and len(s) == 4:
+        lse = A.empty_like_framework(out_partial, (s[2], s[1]), "f32")
     _ext.combine(
         {
             "out_partial": A.to_ext(out_partial),
@@ -132,5 +143,3 @@ def combine(out_partial, lse_partial, out=None, out_dtype=None, return_lse=False
         stream=A.current_stream(out_partial),
     )
     return (out, lse) if return_lse else out
-
-

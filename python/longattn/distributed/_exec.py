@@ -1,0 +1,289 @@
+"""One rank's work for each method, over an exchange object (`TorchComm` for real process
+groups, `simulate.SimComm` for W ranks in one process). Every attention call is a dense
+longattn.forward on strided views of the shard (segments, _plan.py); ragged batches are
+one segment per sequence.
+
+Overlap. Exchanges are started asynchronously before the compute that does not need them:
+with NCCL, torch runs every collective and p2p on the process group's own CUDA stream, and
+`wait()` only makes the caller's current stream wait for it, so the kernels enqueued on
+the current stream meanwhile overlap the transfer; no host synchronisation. With gloo the
+transfer runs on gloo's threads while longattn computes with the GIL released.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+from .. import _core
+from . import _plan as P
+
+
+def _torch():
+    return sys.modules["torch"]
+
+
+@dataclass
+class RankProblem:
+    """Everything one rank needs, after the ranks agreed (see _api.py)."""
+
+    layout: str
+    world: int
+    rank: int
+    segs: List[P.Segment]
+    ragged: bool
+    causal: bool
+    window: Tuple[int, int]
+    softcap: float
+    softmax_scale: float
+    sinks: Optional[object]
+    return_lse: bool
+    backend: str = "auto"
+    num_threads: int = 0
+    kv_groups: int = 1
+
+    @property
+    def tokens(self) -> int:
+        return sum(s.nb * s.local_len for s in self.segs)
+
+
+# ----------------------------------------------------------------------------- views
+
+
+def q_view(x, p: RankProblem, seg: P.Segment, r0: int, r1: int, heads=slice(None)):
+    """Rows [r0, r1) of a segment of q / out: dense (b, s, h, d) or ragged (T, h, d)."""
+    if p.ragged:
+        return x[seg.tok0 + r0 : seg.tok0 + r1, heads].unsqueeze(0)
+    return x[:, r0:r1, heads]
+
+
+def lse_view(x, p: RankProblem, seg: P.Segment, r0: int, r1: int, heads=slice(None)):
+    """Same rows of the LSE: dense (b, h, s) or ragged (h, T)."""
+    if p.ragged:
+        return x[heads, seg.tok0 + r0 : seg.tok0 + r1].unsqueeze(0)
+    return x[:, heads, r0:r1]
+
+
+def packed_rows(x, seg: P.Segment, length: int, scale: int, r0: int, r1: int):
+    """Rows [r0, r1) of a segment in a packed (tokens, heads, dim) buffer whose sequences are
+    `length` rows long and start at `scale` * tok0 (1: local shard, W: global order)."""
+    t0 = scale * seg.tok0
+    return x[t0 : t0 + seg.nb * length].view(seg.nb, length, *x.shape[1:])[:, r0:r1]
+
+
+def partial_views(p_out, p_lse, seg: P.Segment, slot: int, r0: int, r1: int):
+    """Ring partials: out (slots, T, h, dv) and LSE (slots, h, T), T in packed token order."""
+    t0, n = seg.tok0, seg.nb * seg.local_len
+    o = p_out[slot, t0 : t0 + n].view(seg.nb, seg.local_len, *p_out.shape[2:])[:, r0:r1]
+    l = p_lse[slot, :, t0 : t0 + n].view(p_lse.shape[1], seg.nb, seg.local_len).permute(1, 0, 2)[:, :, r0:r1]
+    return o, l
+
+
+def packed(x, p: RankProblem):
+    """The shard as (tokens, heads, dim) (a view for contiguous dense inputs)."""
+    return x if p.ragged else x.reshape(-1, *x.shape[2:])
+
+
+def pack_kv(kp, vp, h0: int, h1: int):
+    """K then V of kv heads [h0, h1), flattened into one uint8 message."""
+    t = _torch()
+    return t.cat([kp[:, h0:h1].reshape(-1), vp[:, h0:h1].reshape(-1)]).view(t.uint8)
+
+
+def unpack_kv(flat, ranks: int, tokens: int, heads: int, dim: int, dim_v: int, dtype):
+    """Inverse of pack_kv for `ranks` messages back to back: K, V as (ranks, tokens, heads, dim)."""
+    e = flat.view(dtype).view(ranks, -1)
+    nk = tokens * heads * dim
+    k = e[:, :nk].unflatten(1, (tokens, heads, dim))
+    v = e[:, nk:].unflatten(1, (tokens, heads, dim_v))
+    return k, v
+
+
+def _call(p: RankProblem, c: P.Call, q, k, v, out, lse, sinks):
+    m = c.mask
+    _core.forward(
+        q, k, v, out=out, lse=lse, causal=m.causal, top_left=m.top_left, window_size=m.window,
+        softcap=p.softcap, softmax_scale=p.softmax_scale, sinks=sinks if c.sinks else None,
+        backend=p.backend, num_threads=p.num_threads,
+    )
+
+
+class _Guard:
+    """Waits for an exchange still in flight when compute raises, so every rank leaves the
+    collective sequence in step (the ranks agreed on the shapes, so they raise alike)."""
+
+    def __init__(self):
+        self.pending = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is not None and self.pending is not None:
+            try:
+                self.pending.wait()
+            except Exception:  # the original error is the one to report
+                pass
+        return False
+
+
+# ----------------------------------------------------------------------------- all_gather_kv
+
+_PERM_CACHE = {}
+
+
+def global_order(p: RankProblem, device):
+    """(rank, local token) of every global token, for reordering gathered shards into
+    sequence order (cached per geometry and device)."""
+    t = _torch()
+    key = (p.layout, p.world, tuple(p.segs), str(device))
+    hit = _PERM_CACHE.get(key)
+    if hit is not None:
+        return hit
+    import numpy as np
+
+    n = p.world * p.tokens
+    ranks = np.empty(n, dtype=np.int64)
+    toks = np.empty(n, dtype=np.int64)
+    for seg in p.segs:
+        c, lg = seg.chunk, p.world * seg.local_len
+        for b in range(seg.nb):
+            g0 = p.world * seg.tok0 + b * lg
+            l0 = seg.tok0 + b * seg.local_len
+            for w in range(p.world):
+                for slot, cid in enumerate(P.chunk_ids(p.layout, w, p.world)):
+                    dst = slice(g0 + cid * c, g0 + (cid + 1) * c)
+                    ranks[dst] = w
+                    toks[dst] = np.arange(l0 + slot * c, l0 + (slot + 1) * c)
+    if len(_PERM_CACHE) > 16:
+        _PERM_CACHE.clear()
+    hit = (t.from_numpy(ranks).to(device), t.from_numpy(toks).to(device))
+    _PERM_CACHE[key] = hit
+    return hit
+
+
+def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
+    """Pass-KV all-gather (Llama-3 style): gather K/V of one group of kv heads at a time
+    (the next group's gather overlaps this group's compute), reorder into sequence order,
+    and let each local query chunk attend to the keys it may see. One call per row: the
+    calls write `out` and `lse` directly, no combine."""
+    hq, hk = q.shape[-2], k.shape[-2]
+    groups = p.kv_groups
+    hkg, hqg = hk // groups, hq // groups
+    kp, vp = packed(k, p), packed(v, p)
+    dim, dim_v = k.shape[-1], v.shape[-1]
+    calls = P.all_gather_calls(p.layout, p.rank, p.world, tuple(p.segs), p.causal, p.window)
+    ranks_idx, toks_idx = global_order(p, q.device)
+    with _Guard() as guard:
+        guard.pending = comm.all_gather_start(pack_kv(kp, vp, 0, hkg), (0, hkg))
+        for g in range(groups):
+            flat = guard.pending.wait()
+            guard.pending = None
+            if g + 1 < groups:
+                h0 = (g + 1) * hkg
+                guard.pending = comm.all_gather_start(pack_kv(kp, vp, h0, h0 + hkg), (h0, h0 + hkg))
+            kw, vw = unpack_kv(flat, p.world, p.tokens, hkg, dim, dim_v, k.dtype)
+            kg, vg = kw[ranks_idx, toks_idx], vw[ranks_idx, toks_idx]  # (W * T, hkg, d) in sequence order
+            qh = slice(g * hqg, (g + 1) * hqg)
+            sinks = p.sinks[qh] if p.sinks is not None else None
+            for c in calls:
+                seg = p.segs[c.seg]
+                lg = p.world * seg.local_len
+                _call(
+                    p, c,
+                    q_view(q, p, seg, c.q0, c.q1, qh),
+                    packed_rows(kg, seg, lg, p.world, c.k0, c.k1),
+                    packed_rows(vg, seg, lg, p.world, c.k0, c.k1),
+                    q_view(out, p, seg, c.q0, c.q1, qh),
+                    lse_view(lse, p, seg, c.q0, c.q1, qh) if lse is not None else None,
+                    sinks,
+                )
+
+
+# ----------------------------------------------------------------------------- ring
+
+
+def run_ring(p: RankProblem, comm, q, k, v, out, lse):
+    """Pass-KV ring: W steps; at step t the K/V shard of rank (rank - t) mod W is here while
+    the next one is in flight (two receive buffers). Each step's calls write float32
+    partials with their LSE into their slots; one `combine` merges the slots at the end."""
+    t = _torch()
+    steps, nslots = P.ring_steps(p.layout, p.rank, p.world, tuple(p.segs), p.causal, p.window)
+    hq, hk = q.shape[-2], k.shape[-2]
+    dim, dim_v = k.shape[-1], v.shape[-1]
+    tokens = p.tokens
+    p_out = t.empty((nslots, tokens, hq, dim_v), dtype=t.float32, device=q.device)
+    p_lse = t.full((nslots, hq, tokens), float("-inf"), dtype=t.float32, device=q.device)
+    cur = pack_kv(packed(k, p), packed(v, p), 0, hk)
+    bufs = [t.empty_like(cur) for _ in range(min(2, p.world - 1))]  # W = 2 receives once
+    with _Guard() as guard:
+        for step, calls in enumerate(steps):
+            if step + 1 < p.world:
+                guard.pending = comm.ring_start(step, cur, bufs[step % len(bufs)])
+            kw, vw = unpack_kv(cur, 1, tokens, hk, dim, dim_v, k.dtype)
+            kb, vb = kw[0], vw[0]
+            for c in calls:
+                seg = p.segs[c.seg]
+                o, l = partial_views(p_out, p_lse, seg, c.slot, c.q0, c.q1)
+                _call(
+                    p, c, q_view(q, p, seg, c.q0, c.q1),
+                    packed_rows(kb, seg, seg.local_len, 1, c.k0, c.k1),
+                    packed_rows(vb, seg, seg.local_len, 1, c.k0, c.k1),
+                    o, l, p.sinks,
+                )
+            if guard.pending is not None:
+                cur = guard.pending.wait()
+                guard.pending = None
+    # `out` (and a ragged `lse`) are ours, contiguous: the packed views alias them.
+    out_flat = packed(out, p)
+    if lse is None:
+        _core.combine(p_out, p_lse, out=out_flat, backend=p.backend)
+    elif p.ragged:
+        _core.combine(p_out, p_lse, out=out_flat, lse=lse, backend=p.backend)
+    else:
+        lse_flat = t.empty((hq, tokens), dtype=t.float32, device=q.device)
+        _core.combine(p_out, p_lse, out=out_flat, lse=lse_flat, backend=p.backend)
+        lse.copy_(lse_flat.view(hq, out.shape[0], out.shape[1]).permute(1, 0, 2))
+
+
+METHOD_RUNNERS = {"all_gather_kv": run_all_gather_kv, "ring": run_ring}
+
+
+# ----------------------------------------------------------------------------- real exchange
+
+
+class _Pending:
+    def __init__(self, works, result):
+        self.works, self.result = works, result
+
+    def wait(self):
+        for w in self.works:
+            w.wait()
+        return self.result
+
+
+class TorchComm:
+    """Exchanges over a torch.distributed process group (NCCL, gloo, ...)."""
+
+    def __init__(self, group):
+        import torch.distributed as dist
+
+        self.dist = dist
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
+        glob = (lambda r: r) if group is None else (lambda r: dist.get_global_rank(group, r))
+        self.next = glob((self.rank + 1) % self.world)
+        self.prev = glob((self.rank - 1) % self.world)
+
+    def all_gather_start(self, flat, tag=None):
+        t = _torch()
+        out = t.empty(self.world * flat.numel(), dtype=flat.dtype, device=flat.device)
+        work = self.dist.all_gather_into_tensor(out, flat, group=self.group, async_op=True)
+        return _Pending([work], out)
+
+    def ring_start(self, step, send, recv):
+        d = self.dist
+        ops = [d.P2POp(d.isend, send, self.next, self.group), d.P2POp(d.irecv, recv, self.prev, self.group)]
+        return _Pending(d.batch_isend_irecv(ops), recv)

@@ -1,0 +1,121 @@
+"""Context parallelism (longattn.distributed) with torch on CPUs.
+
+- World size 1 is the plain call bit for bit; the one-process simulation of W ranks.
+- Real gloo groups of 2, 3 and 4 processes (cp_worker.py): every rank's output and LSE
+  against a single-process call on the whole sequence, both methods, causal and not, GQA,
+  ragged, windows, sinks, softcap, 16-bit inputs; mismatched shards raise the same error
+  on every rank without a hang.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import longattn  # noqa: E402
+import longattn.distributed as cp  # noqa: E402
+from longattn.distributed import unshard  # noqa: E402
+from longattn.distributed.simulate import Simulation  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_world_size_one_is_the_plain_call_bit_for_bit(tmp_path):
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(s, generator=g).to(torch.bfloat16) for s in ((1, 40, 4, 16), (1, 40, 2, 16), (1, 40, 2, 16)))
+    sinks = torch.randn(4, generator=g)
+    a, la = cp.context_parallel_attn(q, k, v, causal=True, window_size=(7, 3), sinks=sinks, return_lse=True)
+    b, lb = longattn.forward(q, k, v, causal=True, window_size=(7, -1), sinks=sinks, return_lse=True)
+    assert torch.equal(a.view(torch.int16), b.view(torch.int16)) and torch.equal(la, lb)
+    cu = torch.tensor([0, 15, 40], dtype=torch.int32)
+    b = longattn.flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 25, 25, causal=True)
+    a = cp.context_parallel_attn(q[0], k[0], v[0], cu_seqlens=cu, causal=True)
+    assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+    # An initialised group of one rank: the same plain call.
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        a = cp.context_parallel_attn(q[0], k[0], v[0], cu_seqlens=[0, 15, 40], causal=True)
+    finally:
+        dist.destroy_process_group()
+    assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
+@pytest.mark.parametrize("world", [2, 5, 8])
+@pytest.mark.parametrize("method", cp.METHODS)
+def test_simulated_ranks_match_the_single_call(world, method):
+    """The exchange emulated in one process (what tests/gpu/cp_one_gpu.py runs on a GPU)."""
+    g = torch.Generator().manual_seed(world)
+    n = 2 * world * 3
+    cu = torch.tensor([0, n, 3 * n, 4 * n], dtype=torch.int32)
+    q, k, v = (torch.randn(s, generator=g) for s in ((4 * n, 6, 16), (4 * n, 2, 16), (4 * n, 2, 16)))
+    sinks = torch.randn(6, generator=g)
+    for causal, window in ((True, (-1, -1)), (False, (5, 2)), (True, (4, -1))):
+        sim = Simulation(q, k, v, world, method=method, causal=causal, cu_seqlens=cu, window_size=window,
+                         sinks=sinks, softcap=4.0, num_threads=1)
+        res = sim.run()
+        out = unshard([r[0] for r in res], cu_seqlens=cu)
+        lse = unshard([r[1] for r in res], cu_seqlens=cu, seq_dim=-1)
+        want, want_lse = longattn.forward(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=causal,
+                                          window_size=(window[0], -1) if causal else window, sinks=sinks,
+                                          softcap=4.0, return_lse=True, num_threads=1)
+        torch.testing.assert_close(out, want, atol=2e-5, rtol=0)
+        torch.testing.assert_close(lse, want_lse, atol=2e-5, rtol=0)
+
+
+# ------------------------------------------------------------------ real gloo groups
+
+
+def _run_world(world, tmp_path, extra=()):
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", LONGATTN_NUM_THREADS="1")
+    store = tmp_path / "store"
+    procs = []
+    for r in range(world):
+        cmd = [sys.executable, os.path.join(HERE, "cp_worker.py"), str(r), str(world), str(store),
+               str(tmp_path / f"rank{r}.json"), *extra]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=300)[0])
+    finally:
+        for p in procs:  # a hang must fail the test, not the CI run
+            if p.poll() is None:
+                p.kill()
+    reports = []
+    for r, p in enumerate(procs):
+        path = tmp_path / f"rank{r}.json"
+        assert path.exists(), f"rank {r} wrote no report (exit {p.returncode}):\n{logs[r][-3000:]}"
+        rep = json.loads(path.read_text())
+        assert "exception" not in rep, f"rank {r}:\n{rep['exception']}"
+        bad = [x for x in rep["results"] if not x["ok"]]
+        assert not bad, f"rank {r}: {bad}"
+        assert p.returncode == 0, logs[r][-3000:]
+        reports.append(rep)
+    return reports
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_gloo_ranks_match_the_single_call(world, tmp_path):
+    extra = ("errors",) if world == 3 else ()
+    reports = _run_world(world, tmp_path, extra)
+    assert len(reports[0]["results"]) == 2 * 17 + 1
+    if world == 3:
+        errs = [rep["errors"] for rep in reports]
+        for name in errs[0]:
+            if name in ("after", "empty"):
+                continue
+            msgs = {e[name] for e in errs}
+            assert len(msgs) == 1, (name, msgs)  # the same error on every rank
+            assert msgs.pop().split(":")[0] in ("ValueError", "TypeError"), (name, errs[0][name])
+        assert "q shape: rank 0 has (2, 8, 4, 16), rank 2 has (2, 6, 4, 16)" in errs[0]["length"]
+        assert "ranks disagree on v shape" in errs[0]["heads"]
+        assert "ranks disagree on q/k/v dtypes" in errs[0]["dtype"]
+        assert "ranks disagree on causal: rank 0 has False, rank 1 has True" in errs[0]["causal"]
+        assert "not a multiple of 2" in errs[0]["odd local length"]
+        assert all(e["after"] is True for e in errs)
+        assert all(e["empty"] == [[2, 0, 4, 16], [2, 4, 0]] for e in errs)
