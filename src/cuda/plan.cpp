@@ -106,7 +106,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     // How tiles shorter than a page are filled (page_math.h paged_mode_for); the hdim-256
     // paged kernel has no team modes (tile_size.h paged_team_ok): TMA boxes.
     pl.paged_mode = sm90::kPagedTma;
-    if (sm90::paged_team_ok(tc)) {
+    if (sm90::paged_team_ok(tc) && !p.fp8) {  // fp8: TMA boxes (kernel_config.cuh kPagedTeam)
       pl.paged_mode = sm90::paged_mode_for(pl.box_shift, tc.block_n);
       if (ov.paged_fill != detail::PagedFill::rule && (1 << pl.box_shift) < tc.block_n)
         pl.paged_mode = int(ov.paged_fill);

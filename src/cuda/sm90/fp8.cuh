@@ -41,41 +41,78 @@ __device__ __forceinline__ void acc_to_a_frag_fp8(const float (&s)[NS], uint32_t
 // loads, a 4 x 4 byte transpose (8 PRMT), four 4-byte stores to Vt rows d .. d + 3 at key
 // column 16 g + 4 t. NOTES: g = q + G makes both the loads (32 lanes: 4 rows mod 8 x 8 words)
 // and the stores (8 rows mod 8 x 4 words) hit 32 distinct banks.
-template <class Cfg, int kWarps>
-__device__ __forceinline__ void transpose_v(const uint8_t* v, uint8_t* vt, int w, int lane, int32_t n_valid) {
-  constexpr int kN = Cfg::kBlockN, kDv = Cfg::kHeadDimV;
-  constexpr int kSteps = 8 * (kDv / 32) * (kN / 128);
-  const uint32_t t = uint32_t(lane) & 3u, q = uint32_t(lane) >> 2;
-  const uint32_t vs = ptx::smem_u32(v), vts = ptx::smem_u32(vt);
-  for (int i = w; i < kSteps; i += kWarps) {
+template <class Cfg>
+struct TransposeStep {
+  // One step (G, c, kc) of a lane, as 32-bit shared-memory addresses: its 4 source words (4 keys
+  // x 4 bytes of V) and where its 4 transposed words go. The accesses are volatile asm (they
+  // must stay between the mbarrier waits and the proxy fence); transpose_v issues two steps'
+  // loads back to back so their latencies overlap.
+  static constexpr int kN = Cfg::kBlockN, kDv = Cfg::kHeadDimV;
+  static constexpr int kSteps = 8 * (kDv / 32) * (kN / 128);
+  uint32_t src[4], dst[4];
+  uint32_t keep;  // bit r: key r exists (else zeros)
+
+  __device__ __forceinline__ TransposeStep(uint32_t v, uint32_t vt, int i, uint32_t t, uint32_t q, int32_t n_valid) {
     const uint32_t G = uint32_t(i) & 7u, c = (uint32_t(i) >> 3) % uint32_t(kDv / 32), kc = uint32_t(i) / (8 * (kDv / 32));
     const uint32_t g = (q + G) & 7u;
     const uint32_t key0 = kc * 128 + 16 * g + 2 * t;
     const uint32_t dbyte = 32 * c + 4 * q;  // this lane's 4 columns of V: d .. d + 3
     // The column chunk of V holding them, their 16-byte unit in a row and offset in it.
-    const uint32_t vchunk = vs + (dbyte >> 7) * (kN * 128), unit = (dbyte & 127) >> 4, in_unit = dbyte & 15;
-    uint32_t a[4];
+    const uint32_t vchunk = v + (dbyte >> 7) * (kN * 128), unit = (dbyte & 127) >> 4, in_unit = dbyte & 15;
+    keep = 0;
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const uint32_t key = key0 + (r & 1) + 8 * (r >> 1);
       // Row `key`: the swizzle moves the unit to unit ^ (row % 8).
-      const uint32_t addr = vchunk + key * 128 + ((unit ^ (key & 7)) << 4) + in_unit;
-      uint32_t x;
-      asm volatile("ld.shared.b32 %0, [%1];" : "=r"(x) : "r"(addr));
-      a[r] = int32_t(key) < n_valid ? x : 0u;
+      src[r] = vchunk + key * 128 + ((unit ^ (key & 7)) << 4) + in_unit;
+      keep |= uint32_t(int32_t(key) < n_valid) << r;
     }
-    // 4 x 4 byte transpose: out[m] = byte m of a[0], a[1], a[2], a[3].
+    const uint32_t vt_chunk = vt + kc * (kDv * 128);
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const uint32_t d = dbyte + uint32_t(m);
+      dst[m] = vt_chunk + d * 128 + ((g ^ (d & 7u)) << 4) + 4 * t;
+    }
+  }
+  __device__ __forceinline__ void load(uint32_t (&a)[4]) const {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      asm volatile("ld.shared.b32 %0, [%1];" : "=r"(a[r]) : "r"(src[r]));
+      if (!((keep >> r) & 1u)) a[r] = 0u;
+    }
+  }
+  // 4 x 4 byte transpose: out[m] = byte m of a[0], a[1], a[2], a[3].
+  __device__ __forceinline__ void store(const uint32_t (&a)[4]) const {
     const uint32_t t0 = __byte_perm(a[0], a[1], 0x5140), t1 = __byte_perm(a[0], a[1], 0x7362);
     const uint32_t t2 = __byte_perm(a[2], a[3], 0x5140), t3 = __byte_perm(a[2], a[3], 0x7362);
     const uint32_t out[4] = {__byte_perm(t0, t2, 0x5410), __byte_perm(t0, t2, 0x7632), __byte_perm(t1, t3, 0x5410),
                              __byte_perm(t1, t3, 0x7632)};
-    const uint32_t vt_chunk = vts + kc * (kDv * 128);
 #pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const uint32_t d = dbyte + uint32_t(m);
-      const uint32_t addr = vt_chunk + d * 128 + ((g ^ (d & 7u)) << 4) + 4 * t;
-      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(out[m]));
-    }
+    for (int m = 0; m < 4; ++m) asm volatile("st.shared.b32 [%0], %1;" ::"r"(dst[m]), "r"(out[m]));
+  }
+};
+
+template <class Cfg, int kWarps>
+__device__ __forceinline__ void transpose_v(const uint8_t* v, uint8_t* vt, int w, int lane, int32_t n_valid) {
+  using Step = TransposeStep<Cfg>;
+  const uint32_t t = uint32_t(lane) & 3u, q = uint32_t(lane) >> 2;
+  const uint32_t vs = ptx::smem_u32(v), vts = ptx::smem_u32(vt);
+  // Two steps per iteration: the second step's loads are in flight while the first one's
+  // words are permuted and stored.
+  int i = w;
+  for (; i + kWarps < Step::kSteps; i += 2 * kWarps) {
+    const Step s0(vs, vts, i, t, q, n_valid), s1(vs, vts, i + kWarps, t, q, n_valid);
+    uint32_t a0[4], a1[4];
+    s0.load(a0);
+    s1.load(a1);
+    s0.store(a0);
+    s1.store(a1);
+  }
+  if (i < Step::kSteps) {
+    const Step s0(vs, vts, i, t, q, n_valid);
+    uint32_t a0[4];
+    s0.load(a0);
+    s0.store(a0);
   }
 }
 

@@ -37,8 +37,9 @@ struct KernelConfig {
   static constexpr int kChunkCols = 128 / kElemBytes;  // elements per chunk
   static constexpr int kChunks = kHeadDim / kChunkCols, kChunksV = kHeadDimV / kChunkCols;
   // Paged producer-team modes (lanes / gather, page_math.h PagedMode) compiled in.
-  // Not fp8 (fp8_tile's producer has 40 registers; its warps 1..3 transpose V).
-  static constexpr bool kPagedTeam = kPaged && paged_team_ok(kTile);
+  // Not fp8 (its producer warpgroup's warps 1..3 transpose V; the paged fp8 kernel issues
+  // TMA boxes from one thread).
+  static constexpr bool kPagedTeam = kPaged && !kFp8 && paged_team_ok(kTile);
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kStages = kTile.stages;

@@ -111,11 +111,12 @@ constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
 }
 
 // The fp8 (e4m3) kernels' tile, every kind: 128 x 128 (Vt rows are 128 keys: one 128-byte
-// swizzle row, fp8.cuh). Shared memory (hdim 128): 2 Q + 2 x (K + V + Vt) of 16 KB = 128 KB.
-// Registers: S 64 + P 16 + O 64 per consumer thread; the producer warpgroup's warps 1..3
-// transpose V (fp8.cuh) and need more than 24 registers: 40 / 232.
+// swizzle row, fp8.cuh), three K / V / Vt stages: the V transpose sits between V's arrival and
+// its P V. Shared memory (hdim 128): 2 Q + 3 x (K + V + Vt) of 16 KB = 176 KB. Registers: S 64
+// + P 16 + O 64 per consumer thread, so the split favours the producer warpgroup, whose warps
+// 1..3 transpose V (fp8.cuh; two steps in flight spilled at 40): 56 / 224.
 constexpr TileConfig fp8_tile(Kernel, int head_dim, int) {
-  return head_dim <= 128 ? TileConfig{128, 128, 2, 2, 40, 232, 2} : TileConfig{128, 128, 2, 2, 40, 232, 1};
+  return head_dim <= 128 ? TileConfig{128, 128, 3, 2, 56, 224, 2} : TileConfig{128, 128, 2, 2, 56, 224, 1};
 }
 
 // The dense kernel for a problem: causal problems the causal tile; hdim-128 non-causal ones
