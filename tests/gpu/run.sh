@@ -13,6 +13,7 @@
 #             elements, ~1 min, ~9 GiB); the per-case error lines go to forward_errors.txt
 #   san       memcheck / racecheck on small dense, feature, ragged and scheduler cases
 #   ssan      san's scheduler runs alone
+#   fsan      memcheck / racecheck on small fp8 cases (the V transposer, the Vt ring)
 #   psan      memcheck / racecheck on small paged cases
 #   gsan      memcheck / racecheck on small packed-GQA cases
 #   bench     bench/gpu/bench.py's headline suite (issue 20's table: FA3, cuDNN, longattn;
@@ -136,6 +137,10 @@ for st in $STAGES; do
       # Issue 6: the dynamic tile ids (shared-memory slot) and the ragged tile-list pre-kernel.
       run memcheck_sched compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles'
       run racecheck_sched compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles' ;;
+    fsan)  # fp8: the V transposer's shared-memory writes (generic proxy) read by wgmma, the Vt ring
+      F8='Fp8/GpuFp8.MatchesReference/b2_sq300_sk300_h4x4_s1:Fp8/GpuFp8.MatchesReference/b4_sq400_sk600_h4x2_s12:Fp8/GpuFp8.MatchesReference/*_s36'
+      run memcheck_fp8 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$F8"
+      run racecheck_fp8 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Fp8/GpuFp8.MatchesReference/b2_sq300_sk300_h4x4_s1:Fp8/GpuFp8.MatchesReference/b4_sq400_sk600_h4x2_s12' ;;
     ssan)  # the scheduler's sanitizer runs of san alone
       run memcheck_sched compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles'
       run racecheck_sched compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles' ;;
