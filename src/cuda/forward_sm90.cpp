@@ -31,7 +31,11 @@ Status cuda_error(const char* what, cudaError_t e) {
   return Status::Error(std::string("CUDA backend: ") + what + ": " + cudaGetErrorString(e));
 }
 
+// A tensor without elements is never read (every key sequence empty: the fill runs; no query
+// row: nothing runs) and its pointer may be anything (null, or the Python binding's one-byte
+// sentinel): no alignment rule applies to it.
 Status check_tma_operand(const char* name, const Tensor& t) {
+  if (t.numel() == 0) return Status::Ok();
   const int64_t es = dtype_size(t.dtype);
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
     return Status::NotSupported(std::string(name) + ": base pointer must be 16-byte aligned for the CUDA backend");
@@ -51,10 +55,6 @@ Status check_device(const char* name, const Tensor& t, const Problem& p) {
 // What the kernels cannot serve: dtypes, head dims, layouts beyond their 32-bit coordinates,
 // misaligned operands. NotSupported names the argument.
 Status check_supported(const Args& a, const Problem& p) {
-  // Accepted by the API, not by the kernel yet (issue 16): refuse rather than ignore them.
-  if (p.has_seqused_q) return not_yet("seqused_q");
-  if (p.mask.chunk > 0 && (p.mask.window_left >= 0 || p.mask.window_right >= 0))
-    return not_yet("attention_chunk with a sliding window");
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16 && !p.fp8)
     return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
   if (p.fp8 && (p.dim_qk != 128 || p.dim_v != 128))
@@ -78,13 +78,16 @@ Status check_supported(const Args& a, const Problem& p) {
   for (int i = 0; i < 3; ++i)
     if (ts[i]->rank == 3 && ts[i]->shape[0] > INT32_MAX - 4096)
       return not_yet(std::string(names[i]) + ": 2^31 or more ragged tokens");
-  // Epilogue stores pairs of elements: 4-byte (16-bit out) or 8-byte (f32 out) aligned.
+  // Epilogue stores pairs of elements: 4-byte (16-bit out) or 8-byte (f32 out) aligned (an
+  // empty out is never written).
   const int64_t out_es = dtype_size(p.out_dtype);
-  if (reinterpret_cast<uintptr_t>(a.out.data) % (2 * out_es) != 0)
-    return Status::NotSupported("out: base pointer must be aligned to 2 elements for the CUDA backend");
-  for (int i = 0; i < a.out.rank - 1; ++i)
-    if (a.out.stride[i] % 2 != 0 && a.out.shape[i] > 1)
-      return Status::NotSupported("out: strides must be even for the CUDA backend");
+  if (a.out.numel() > 0) {
+    if (reinterpret_cast<uintptr_t>(a.out.data) % (2 * out_es) != 0)
+      return Status::NotSupported("out: base pointer must be aligned to 2 elements for the CUDA backend");
+    for (int i = 0; i < a.out.rank - 1; ++i)
+      if (a.out.stride[i] % 2 != 0 && a.out.shape[i] > 1)
+        return Status::NotSupported("out: strides must be even for the CUDA backend");
+  }
   // TMA coordinates and tile ids are int32 (element offsets stay 64-bit).
   if (p.max_seq_q + p.max_seq_k > INT32_MAX - 1024 || p.heads_q > INT32_MAX || p.batch > INT32_MAX)
     return not_yet("sequence lengths beyond 2^31");
@@ -187,8 +190,8 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));
   cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   if (p.batch == 0 || p.max_seq_q == 0 || p.heads_q == 0) return Status::Ok();
-  if (p.max_seq_k == 0) {  // no keys: out 0, lse -inf (or the sink)
-    cudaError_t e = cuda::launch_fill_empty(a.out, a.lse, a.sinks, stream);
+  if (p.max_seq_k == 0) {  // no keys: out 0, lse -inf (or the sink), on the rows seqused_q uses
+    cudaError_t e = cuda::launch_fill_empty(a.out, a.lse, a.sinks, a.cu_seqlens_q, a.seqused_q, stream);
     return e == cudaSuccess ? Status::Ok() : cuda_error("fill", e);
   }
 

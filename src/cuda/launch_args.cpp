@@ -139,6 +139,7 @@ void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& pla
     if (p.q_ragged) fp.cu_seqlens_q = static_cast<const int32_t*>(a.cu_seqlens_q.data);
     if (p.kv == KvLayout::ragged) fp.cu_seqlens_k = static_cast<const int32_t*>(a.cu_seqlens_k.data);
     if (p.has_seqused_k) fp.seqused_k = static_cast<const int32_t*>(a.seqused_k.data);
+    if (p.has_seqused_q) fp.seqused_q = static_cast<const int32_t*>(a.seqused_q.data);
     fp.offset_per_seq = (p.mask.any() && !p.mask.top_left) ? 1 : 0;
   }
   if (paged) {

@@ -51,9 +51,9 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   const bool paged = p.kv == KvLayout::paged;
   const int d = int(p.dim_qk), dv = int(p.dim_v);
   // Which kernel: the dense kinds serve plain attention; sinks, softcap, windows and chunks
-  // the feature kind; per-sequence extents (ragged q / k, seqused_k), paged K/V and split
-  // head dims the ragged / paged kinds.
-  bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || paged || split_dims;
+  // the feature kind; per-sequence extents (ragged q / k, seqused_q / seqused_k), paged K/V
+  // and split head dims the ragged / paged kinds (a dense q keeps its layout there).
+  bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || p.has_seqused_q || paged || split_dims;
   bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged;
   // The feature kernels' mask arithmetic is 32-bit (mask.cuh).
   const bool feat_fits = 2 * (p.max_seq_q + p.max_seq_k) <= INT32_MAX - 4096;
@@ -150,11 +150,11 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
                                       p.max_seq_k * (p.dim_qk + p.dim_v) * 2 / pl.kv_splits, budget);
   if (ov.sections == 0) pl.section_bh = pairs;
   if (ov.sections > 0) pl.section_bh = std::min<int64_t>(ov.sections, pairs);
-  // The tile list only where lengths can differ between sequences (packed q / k, seqused_k):
-  // uniform paged or 192/128 calls keep the padded grid, which has no empty tile there and
-  // keeps one head's q-blocks together. Packed GQA runs the padded grid (the list builder
-  // counts unpacked q-blocks).
-  const bool varying = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k;
+  // The tile list only where lengths can differ between sequences (packed q / k, seqused_q /
+  // seqused_k): uniform paged or 192/128 calls keep the padded grid, which has no empty tile
+  // there and keeps one head's q-blocks together. Packed GQA runs the padded grid (the list
+  // builder counts unpacked q-blocks).
+  const bool varying = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || p.has_seqused_q;
   pl.tile_list = sm90::kernel_ragged(pl.kernel) && !pack && decide(ov.tile_list, varying);
   // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
   pl.list_items = p.batch * pl.num_m_blocks;

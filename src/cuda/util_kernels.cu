@@ -38,8 +38,34 @@ View4 view(const Tensor& x) {
   return v;
 }
 
-// One thread per output element; grid-stride with 64-bit indices.
-__global__ void fill_empty_kernel(View4 out, View4 lse, const float* sinks, int64_t sinks_stride) {
+// The query rows seqused_q leaves out of the fill (util_kernels.h launch_fill_empty). Device
+// int32 metadata, contiguous (the API's rank-1 rule); used == null: every row is filled.
+struct UsedRows {
+  const int32_t* cu = nullptr;    // cu_seqlens_q (ragged q), else null
+  const int32_t* used = nullptr;  // seqused_q
+  int64_t batch = 0;
+  // Dense row s of sequence b; ragged: token s (b unused), found in cu by bisection. Tokens
+  // past the last sequence belong to none and are not filled.
+  __device__ bool operator()(int64_t b, int64_t s) const {
+    if (!used) return true;
+    if (cu) {
+      if (s >= cu[batch]) return false;
+      int64_t l = 0, h = batch;  // cu[l] <= s < cu[h]
+      while (h - l > 1) {
+        const int64_t m = (l + h) / 2;
+        if (cu[m] <= s) l = m;
+        else h = m;
+      }
+      return s - cu[l] < used[l];
+    }
+    return s < used[b];
+  }
+};
+
+// One thread per output element; grid-stride with 64-bit indices. out views (batch, seq,
+// heads, dim) (ragged: (1, tokens, heads, dim)), lse (1, batch, heads, seq) (ragged: (1, 1,
+// heads, tokens)).
+__global__ void fill_empty_kernel(View4 out, View4 lse, const float* sinks, int64_t sinks_stride, UsedRows rows) {
   const int64_t n = out.shape[0] * out.shape[1] * out.shape[2] * out.shape[3];
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -48,6 +74,7 @@ __global__ void fill_empty_kernel(View4 out, View4 lse, const float* sinks, int6
       idx[d] = r % out.shape[d];
       r /= out.shape[d];
     }
+    if (!rows(idx[0], idx[1])) continue;
     store_f(out.data, out.t,
             idx[0] * out.stride[0] + idx[1] * out.stride[1] + idx[2] * out.stride[2] + idx[3] * out.stride[3],
             0.f);
@@ -58,6 +85,7 @@ __global__ void fill_empty_kernel(View4 out, View4 lse, const float* sinks, int6
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t c = i % lse.shape[3], r = i / lse.shape[3];
     int64_t bidx = r % lse.shape[2], a = r / lse.shape[2];
+    if (!rows(a, c)) continue;
     // No key: the denominator holds only the sink, if any (LSE = the sink).
     static_cast<float*>(lse.data)[a * lse.stride[1] + bidx * lse.stride[2] + c * lse.stride[3]] =
         sinks ? sinks[bidx * sinks_stride] : -INFINITY;
@@ -103,10 +131,16 @@ int blocks_for(int64_t n) {
 }  // namespace
 
 cudaError_t launch_fill_empty(const Tensor& out, const Tensor& lse, const Tensor& sinks,
-                              cudaStream_t stream) {
+                              const Tensor& cu_seqlens_q, const Tensor& seqused_q, cudaStream_t stream) {
   View4 o = view(out), l = lse.present() ? view(lse) : View4{nullptr, DType::f32, {1, 1, 1, 1}, {}};
+  UsedRows rows;
+  if (seqused_q.present()) {
+    rows.used = static_cast<const int32_t*>(seqused_q.data);
+    rows.batch = seqused_q.shape[0];
+    if (cu_seqlens_q.present()) rows.cu = static_cast<const int32_t*>(cu_seqlens_q.data);
+  }
   fill_empty_kernel<<<blocks_for(out.numel()), 256, 0, stream>>>(
-      o, l, static_cast<const float*>(sinks.data), sinks.present() ? sinks.stride[0] : 0);
+      o, l, static_cast<const float*>(sinks.data), sinks.present() ? sinks.stride[0] : 0, rows);
   return cudaGetLastError();
 }
 

@@ -10,9 +10,11 @@
 namespace longattn::cuda {
 
 // out = 0 and lse = -inf (or the head's sink, when `sinks` is present) for every (b, s, h):
-// attention with no keys (seq_k == 0).
+// attention with no keys (seq_k == 0). With `seqused_q` (device int32 (batch)) only the rows
+// each sequence uses: dense (b, s) with s < seqused_q[b]; ragged (`cu_seqlens_q` present)
+// token t of sequence b with t - cu_seqlens_q[b] < seqused_q[b]. Other rows are not touched.
 cudaError_t launch_fill_empty(const Tensor& out, const Tensor& lse, const Tensor& sinks,
-                              cudaStream_t stream);
+                              const Tensor& cu_seqlens_q, const Tensor& seqused_q, cudaStream_t stream);
 
 // Args::check_page_table: scans the page-table entries each sequence reads (the first
 // ceil(keys / page_size), keys = seqused_k[b] or max_pages * page_size) and writes the first

@@ -57,14 +57,17 @@ inline DeviceCase to_device(testing::Case& c) {
   d.args.cu_seqlens_q = d.upload(c.cu_seqlens_q);
   d.args.cu_seqlens_k = d.upload(c.cu_seqlens_k);
   d.args.seqused_k = d.upload(c.seqused_k);
+  d.args.seqused_q = d.upload(c.seqused_q);
   d.args.page_table = d.upload(c.page_table);
   d.args.sinks = d.upload(c.sinks);
   d.args.q_descale = d.upload(c.q_descale);
   d.args.k_descale = d.upload(c.k_descale);
   d.args.v_descale = d.upload(c.v_descale);
-  if (c.cu_seqlens_q.t.data) {  // device cu_seqlens need max_seqlen_q
+  if (c.cu_seqlens_q.t.data) {  // device cu_seqlens need max_seqlen_q (the longest after seqused_q)
     const int32_t* cu = static_cast<const int32_t*>(c.cu_seqlens_q.t.data);
-    for (int64_t b = 0; b < c.spec.batch; ++b) d.args.max_seqlen_q = std::max<int64_t>(d.args.max_seqlen_q, cu[b + 1] - cu[b]);
+    const int32_t* used = static_cast<const int32_t*>(c.seqused_q.t.data);
+    for (int64_t b = 0; b < c.spec.batch; ++b)
+      d.args.max_seqlen_q = std::max<int64_t>(d.args.max_seqlen_q, used ? used[b] : cu[b + 1] - cu[b]);
   }
   if (c.cu_seqlens_k.t.data) {  // and max_seqlen_k
     const int32_t* cu = static_cast<const int32_t*>(c.cu_seqlens_k.t.data);

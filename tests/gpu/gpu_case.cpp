@@ -69,8 +69,9 @@ std::string Shape::name() const {
   if (!lens_q.empty()) o << "_raggedq" << lens_q.size();
   if (!lens_k.empty()) o << "_raggedk" << lens_k.size();
   if (!used_k.empty()) o << "_seqused";
+  if (!used_q.empty()) o << "_usedq";
   if (unread != 0.f) o << (std::isnan(unread) ? "_unreadNaN" : "_unreadInf");
-  if (!lens_q.empty() || !lens_k.empty()) o << "_s" << seed;
+  if (!lens_q.empty() || !lens_k.empty() || !used_q.empty()) o << "_s" << seed;
   return o.str();
 }
 
@@ -121,7 +122,7 @@ CheckResult run_case(const Shape& s, double atol) {
   CheckResult r;
   std::mt19937_64 rng(s.seed * 7919 + 17);
   const Device gpu{DeviceKind::cuda, 0};
-  const bool rq = !s.lens_q.empty(), rk = !s.lens_k.empty(), ru = !s.used_k.empty();
+  const bool rq = !s.lens_q.empty(), rk = !s.lens_k.empty(), ru = !s.used_k.empty(), ruq = !s.used_q.empty();
   const int64_t batch = rq ? int64_t(s.lens_q.size()) : rk ? int64_t(s.lens_k.size()) : s.batch;
   const int64_t max_q = rq ? max_of(s.lens_q) : s.seq_q, total_q = rq ? sum_of(s.lens_q) : batch * s.seq_q;
   const int64_t pad = (rq || rk) ? 0 : s.pad;
@@ -143,15 +144,18 @@ CheckResult run_case(const Shape& s, double atol) {
   const size_t ob = size_t(no * dtype_size(s.out));
   // Ragged metadata (int32, device copies below; host copies for the reference).
   std::vector<int32_t> cu_q = rq ? cumulative(s.lens_q) : std::vector<int32_t>{},
-                       cu_k = rk ? cumulative(s.lens_k) : std::vector<int32_t>{}, used = s.used_k;
-  DevBuf dcq(cu_q.size() * 4), dck(cu_k.size() * 4), dused(used.size() * 4);
+                       cu_k = rk ? cumulative(s.lens_k) : std::vector<int32_t>{}, used = s.used_k,
+                       used_q = s.used_q;
+  DevBuf dcq(cu_q.size() * 4), dck(cu_k.size() * 4), dused(used.size() * 4), dusedq(used_q.size() * 4);
   cudaMemcpy(dcq.p, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dck.p, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dused.p, used.data(), used.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dusedq.p, used_q.data(), used_q.size() * 4, cudaMemcpyHostToDevice);
   if (rq) a.cu_seqlens_q = host_view(dcq.p, DType::i32, {batch + 1}, gpu);
   if (rk) a.cu_seqlens_k = host_view(dck.p, DType::i32, {batch + 1}, gpu);
   if (ru) a.seqused_k = host_view(dused.p, DType::i32, {batch}, gpu);
-  if (rq) a.max_seqlen_q = max_q;
+  if (ruq) a.seqused_q = host_view(dusedq.p, DType::i32, {batch}, gpu);
+  if (rq) a.max_seqlen_q = ruq ? max_of(used_q) : max_q;  // the longest after seqused_q
   if (rk || ru) a.max_seqlen_k = rk ? max_of(s.lens_k) : s.seq_k;
 
   std::vector<float> hsink(size_t(s.heads_q));
@@ -167,7 +171,9 @@ CheckResult run_case(const Shape& s, double atol) {
     u.cu_seqlens_q.data = rq ? cu_q.data() : nullptr;
     u.cu_seqlens_k.data = rk ? cu_k.data() : nullptr;
     u.seqused_k.data = ru ? used.data() : nullptr;
-    for (Tensor* t : {&u.q, &u.k, &u.v, &u.out, &u.cu_seqlens_q, &u.cu_seqlens_k, &u.seqused_k}) t->device = Device{};
+    u.seqused_q.data = ruq ? used_q.data() : nullptr;
+    for (Tensor* t : {&u.q, &u.k, &u.v, &u.out, &u.cu_seqlens_q, &u.cu_seqlens_k, &u.seqused_k, &u.seqused_q})
+      t->device = Device{};
     std::vector<uint8_t> scratch(ob);  // out: described, never written (no aliasing)
     u.out.data = scratch.data();
     u.backend = Backend::reference;
@@ -220,20 +226,37 @@ CheckResult run_case(const Shape& s, double atol) {
   std::vector<float> glse(static_cast<size_t>(nl));
   cudaMemcpy(r.out_bytes.data(), dout.p, ob, cudaMemcpyDeviceToHost);
   cudaMemcpy(glse.data(), dlse.p, size_t(nl * 4), cudaMemcpyDeviceToHost);
-  // Every element of the view must be written (padding is not part of it).
+  // Every element of a used row must be written (padding is not part of the view); rows past
+  // seqused_q must still hold the poison. Dense: row (b, i); ragged: token t of sequence b.
+  auto row_used = [&](int64_t b, int64_t i) { return !ruq || i < used_q[size_t(b)]; };
+  auto token_used = [&](int64_t t) {
+    for (int64_t b = 0; b < batch; ++b)
+      if (t < cu_q[size_t(b + 1)]) return row_used(b, t - cu_q[size_t(b)]);
+    return false;
+  };
   {
     const Tensor& o = a.out;
     const int64_t n0 = o.shape[0], n1 = o.shape[1], n2 = o.shape[2], n3 = o.rank == 4 ? o.shape[3] : 1;
     for (int64_t i0 = 0; i0 < n0; ++i0)
-      for (int64_t i1 = 0; i1 < n1; ++i1)
+      for (int64_t i1 = 0; i1 < n1; ++i1) {
+        const bool used_row = rq ? token_used(i0) : row_used(i0, i1);
         for (int64_t i2 = 0; i2 < n2; ++i2)
-          for (int64_t i3 = 0; i3 < n3; ++i3)
-            r.nan_out += std::isnan(detail::load_as_float(
+          for (int64_t i3 = 0; i3 < n3; ++i3) {
+            const bool nan = std::isnan(detail::load_as_float(
                 r.out_bytes.data(), s.out,
                 i0 * o.stride[0] + i1 * o.stride[1] + i2 * o.stride[2] + (o.rank == 4 ? i3 * o.stride[3] : 0)));
+            if (used_row) r.nan_out += nan;
+            else r.written_past += !nan;
+          }
+      }
   }
   if (s.lse)
-    for (float x : glse) r.nan_lse += std::isnan(x);
+    for (int64_t i = 0; i < nl; ++i) {  // dense (batch, heads, seq_q); ragged (heads, total_q)
+      const bool used_row = rq ? token_used(i % total_q) : row_used(i / (s.heads_q * s.seq_q), i % s.seq_q);
+      const bool nan = std::isnan(glse[size_t(i)]);
+      if (used_row) r.nan_lse += nan;
+      else r.written_past += !nan;
+    }
 
   // Reference on host copies of the same inputs.
   Args h = a;
@@ -248,7 +271,9 @@ CheckResult run_case(const Shape& s, double atol) {
   h.cu_seqlens_q.data = rq ? cu_q.data() : nullptr;
   h.cu_seqlens_k.data = rk ? cu_k.data() : nullptr;
   h.seqused_k.data = ru ? used.data() : nullptr;
-  for (Tensor* t : {&h.q, &h.k, &h.v, &h.out, &h.lse, &h.sinks, &h.cu_seqlens_q, &h.cu_seqlens_k, &h.seqused_k})
+  h.seqused_q.data = ruq ? used_q.data() : nullptr;
+  for (Tensor* t : {&h.q, &h.k, &h.v, &h.out, &h.lse, &h.sinks, &h.cu_seqlens_q, &h.cu_seqlens_k, &h.seqused_k,
+                    &h.seqused_q})
     t->device = Device{};
   h.backend = Backend::reference;
   detail::Problem p;
@@ -299,6 +324,7 @@ CheckResult run_case(const Shape& s, double atol) {
   std::ostringstream f;
   if (r.nan_out) f << r.nan_out << " NaN outputs (unwritten?); ";
   if (r.nan_lse) f << r.nan_lse << " NaN LSEs; ";
+  if (r.written_past) f << r.written_past << " out / LSE elements written past seqused_q; ";
   if (!(r.max_err <= 2 * r.naive_err + atol))
     f << "out err " << r.max_err << " > 2*naive " << r.naive_err << " + " << atol << "; ";
   if (s.lse && !(r.lse_err <= 2 * r.lse_naive + atol))

@@ -30,7 +30,9 @@ struct Shape {
   int64_t window_left = -1, window_right = -1, chunk = 0;
   // Ragged batches: per-sequence lengths (non-empty: that tensor is packed with device
   // cu_seqlens; batch = the vector's size, seq_q / seq_k ignored for it); used_k: seqused_k.
-  std::vector<int32_t> lens_q, lens_k, used_k;
+  // used_q: seqused_q (query rows computed per sequence; the rows past it must keep the
+  // poison run_case writes first, out and LSE alike).
+  std::vector<int32_t> lens_q, lens_k, used_k, used_q;
   // != 0: every K/V element that no output row reads (keys past a sequence's used length,
   // keys of sequences without queries) holds this value (NaN, Inf): it must not leak.
   float unread = 0.f;
@@ -61,6 +63,7 @@ struct CheckResult {
   Status status;
   double max_err = 0, naive_err = 0, lse_err = 0, lse_naive = 0;
   int64_t nan_out = 0, nan_lse = 0, rows_checked = 0;
+  int64_t written_past = 0;  // out / LSE elements written in rows past seqused_q (must be 0)
   int64_t unread_set = 0;  // K/V elements set to Shape::unread (a test of it needs > 0)
   std::string failure;  // empty: passed
   std::vector<uint8_t> out_bytes;  // the whole output (for determinism checks)

@@ -130,8 +130,9 @@ for st in $STAGES; do
       F='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128*:Core/GpuForward.MatchesReference/b1_sq128_sk128*:GpuForwardEmpty.*:GpuCombine.*'
       run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$F"
       run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128_causal*'
-      # The feature kernel: a window, a chunk, sinks and softcap at once, on small shapes.
-      FF='Features/GpuForward.MatchesReference/b2_sq500_sk640*:Features/GpuForward.MatchesReference/b1_sq1000_sk300_h4x2_d128_bf16_outbf16_TL_sinks*:Ragged/GpuForward.MatchesReference/*_s3:Ragged/GpuForward.MatchesReference/*_s11'
+      # The feature kernel: a window, a chunk, sinks and softcap at once, on small shapes; ragged
+      # seqused_q with a chunk and a window.
+      FF='Features/GpuForward.MatchesReference/b2_sq500_sk640*:Features/GpuForward.MatchesReference/b1_sq1000_sk300_h4x2_d128_bf16_outbf16_TL_sinks*:Ragged/GpuForward.MatchesReference/*_s3:Ragged/GpuForward.MatchesReference/*_s11:SeqUsedQ/GpuForward.MatchesReference/*_s65'
       run memcheck_features compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$FF"
       run racecheck_features compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Features/GpuForward.MatchesReference/b2_sq500_sk640*'
       # Issue 6: the dynamic tile ids (shared-memory slot) and the ragged tile-list pre-kernel.

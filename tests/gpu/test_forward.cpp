@@ -163,7 +163,7 @@ std::vector<Shape> feature_cases() {
   v.push_back(chunk(F(1, 700, 700, 6, 2, 64, true), 77));
   v.push_back(chunk(F(1, 500, 500, 4, 2, 256, true), 200));
   v.push_back(chunk(F(1, 400, 400, 2, 2, 128, true), 100000));  // larger than the sequence
-  // Everything at once (the API takes a window or a chunk, not both).
+  // Everything at once (chunk with a window: ChunkWindow below).
   v.push_back(cap(sinks(win(F(1, 1200, 1200, 4, 2, 128, true), 150, -1)), 12.f));
   v.push_back(cap(sinks(chunk(F(1, 1200, 1200, 4, 2, 256, true), 512)), 12.f));
   v.push_back(cap(sinks(win(F(2, 500, 640, 4, 2, 64, false), 40, 40)), 9.f));
@@ -305,6 +305,100 @@ std::vector<Shape> split_cases() {
   return v;
 }
 
+// Issue 16, seqused_q: only the first used_q[b] query rows of each sequence are computed,
+// masks align to that length (bottom-right offset = keys - used_q[b]), and the rows past it
+// keep their poison in out and LSE (run_case). Dense q (it keeps its layout) and ragged q,
+// sequences using 0, 1, all or part of their rows, causal in both alignments, rows with no
+// key, GQA, packed GQA (short seq_q, forced on), the three head dims and 192 / 128, windows,
+// chunks, chunk with a window, sinks, softcap, seqused_k beside it, unread keys poisoned.
+Shape usedq(Shape s, std::vector<int32_t> u) { s.used_q = std::move(u); return s; }
+Shape packed(Shape s) { s.ov.pack_gqa = detail::Force::on; return s; }
+
+std::vector<Shape> seqused_q_cases() {
+  std::vector<Shape> v;
+  v.push_back(usedq(F(3, 300, 400, 4, 2, 128, false), {300, 0, 137}));
+  v.push_back(usedq(F(3, 300, 500, 4, 2, 128, true), {1, 250, 299}));       // bottom-right: offset 500 - used
+  v.push_back(usedq(tl(F(2, 400, 300, 4, 4, 128, true)), {400, 129}));      // top-left
+  v.push_back(usedq(F(2, 600, 300, 4, 2, 128, true), {450, 600}));          // used > keys: rows with no key
+  v.push_back(usedq(F(2, 333, 555, 6, 2, 64, true), {200, 333}));
+  v.push_back(usedq(F(2, 250, 333, 4, 1, 256, true), {100, 249}));
+  v.push_back(usedq(split(F(2, 300, 400, 4, 2, 192, true)), {100, 300}));
+  {
+    Shape s = usedq(F(2, 500, 700, 4, 2, 128, true), {300, 77});
+    s.in = DType::f16;
+    s.out = DType::f32;
+    s.sinks = true;
+    v.push_back(s);
+  }
+  v.push_back(usedq(win(F(2, 700, 900, 4, 2, 128, true), 100, -1), {500, 699}));
+  v.push_back(usedq(win(F(2, 500, 500, 4, 2, 128, false), 30, 20), {257, 128}));
+  v.push_back(usedq(chunk(F(2, 600, 600, 4, 2, 128, true), 128), {333, 600}));
+  v.push_back(usedq(chunk(win(F(2, 600, 800, 4, 2, 128, true), 90, -1), 128), {599, 211}));
+  v.push_back(usedq(cap(sinks(F(2, 400, 600, 4, 2, 128, false)), 12.f), {399, 3}));
+  {
+    Shape s = usedq(F(3, 200, 500, 4, 2, 128, true), {150, 200, 0});  // with seqused_k
+    s.used_k = {500, 0, 123};
+    v.push_back(s);
+    s = usedq(F(3, 200, 500, 4, 2, 128, false), {77, 13, 200});  // unread keys hold NaN
+    s.used_k = {300, 129, 500};
+    v.push_back(unread(s, NAN));
+  }
+  // Packed GQA: a short seq_q, each tile the g query heads of a kv head.
+  v.push_back(packed(usedq(F(2, 16, 1000, 32, 8, 128, true), {16, 5})));
+  v.push_back(packed(usedq(F(3, 37, 500, 16, 2, 128, false), {37, 0, 20})));
+  v.push_back(packed(usedq(tl(F(2, 64, 300, 8, 2, 64, true)), {33, 64})));
+  v.push_back(packed(usedq(win(F(2, 37, 700, 16, 2, 128, true), 50, -1), {37, 21})));
+  v.push_back(packed(usedq(chunk(win(F(2, 40, 600, 8, 1, 256, true), 100, -1), 64), {40, 17})));
+  // Ragged q (device cu_seqlens; max_seqlen_q the longest after seqused_q).
+  const std::vector<int32_t> a = {100, 0, 1, 517, 1000, 33};
+  v.push_back(usedq(R(a, a, 4, 2, 128, false, 60), {60, 0, 1, 400, 1000, 0}));
+  v.push_back(usedq(R(a, a, 4, 2, 128, true, 61), {100, 0, 0, 129, 700, 32}));
+  v.push_back(usedq(tl(R({50, 1, 0, 300, 129}, {200, 7, 5, 300, 1000}, 4, 4, 128, true, 62)), {25, 1, 0, 128, 129}));
+  v.push_back(usedq(R({300, 0, 77}, {}, 4, 2, 128, true, 63), {299, 0, 1}));  // ragged q, dense k
+  v.back().seq_k = 400;
+  v.push_back(usedq(R(a, a, 6, 2, 64, true, 64), {99, 0, 1, 500, 1, 33}));
+  v.push_back(usedq(sinks(chunk(win(R(a, a, 4, 2, 128, true, 65), 70, -1), 128)), {50, 0, 1, 517, 999, 20}));
+  v.push_back(unread(usedq(R({100, 0, 300, 0, 57}, {130, 200, 300, 77, 190}, 4, 2, 128, true, 66), {64, 0, 299, 0, 1}),
+                     NAN));
+  {
+    Shape s = usedq(R({300, 200}, {300, 200}, 4, 2, 128, true, 67), {123, 200});  // with seqused_k
+    s.used_k = {250, 0};
+    v.push_back(s);
+  }
+  return v;
+}
+
+// Issue 16, chunk with a sliding window: a query sees the keys of its own chunk that are also
+// inside its window (the intersection; mask_rule.h). Window narrower and wider than the
+// chunk, chunks below / at / above the tile, causal and not (right windows), both
+// alignments, seq_q != seq_k, the three head dims, sinks, ragged batches.
+std::vector<Shape> chunk_window_cases() {
+  std::vector<Shape> v;
+  v.push_back(chunk(win(F(1, 1000, 1000, 4, 2, 128, true), 50, -1), 128));   // window inside the chunk
+  v.push_back(chunk(win(F(1, 1000, 1000, 4, 2, 128, true), 300, -1), 100));  // chunk inside the window
+  v.push_back(chunk(win(F(2, 1111, 1111, 4, 1, 128, true), 127, 0), 333));
+  v.push_back(chunk(win(F(1, 900, 900, 4, 4, 128, false), 40, 40), 256));
+  v.push_back(chunk(win(F(1, 900, 1300, 4, 2, 128, false), 200, 77), 500));
+  v.push_back(chunk(win(F(1, 900, 900, 4, 2, 128, false), -1, 50), 64));    // right window only
+  v.push_back(chunk(win(F(1, 300, 1000, 4, 2, 128, true), 64, -1), 256));   // KV prefix, bottom-right
+  v.push_back(tl(chunk(win(F(1, 1000, 300, 4, 2, 128, true), 5, -1), 64))); // top-left: rows past 300 see no key
+  v.push_back(tl(chunk(win(F(1, 600, 800, 4, 2, 128, false), 100, 30), 128)));
+  v.push_back(chunk(win(F(1, 1000, 300, 4, 2, 128, false), 20, 10), 77));  // bottom-right, seq_q > seq_k
+  v.push_back(chunk(win(F(2, 777, 777, 6, 2, 64, true), 100, -1), 77));
+  v.push_back(chunk(win(F(1, 600, 700, 4, 2, 256, true), 90, -1), 200));
+  v.push_back(chunk(win(F(1, 500, 500, 2, 2, 128, true), 5000, -1), 128));  // window wider than everything
+  v.push_back(chunk(win(F(1, 500, 500, 2, 2, 128, true), 0, -1), 100));     // only the diagonal
+  v.push_back(cap(sinks(chunk(win(F(1, 1200, 1200, 4, 2, 128, true), 150, -1), 512)), 12.f));
+  v.push_back(sinks(chunk(win(F(1, 700, 700, 4, 2, 128, false), 30, 30), 50)));  // rows can see few keys
+  const std::vector<int32_t> a = {100, 0, 1, 517, 1000, 33};
+  v.push_back(chunk(win(R(a, a, 4, 2, 128, true, 70), 100, -1), 128));
+  v.push_back(chunk(win(R(a, a, 4, 2, 128, false, 71), 60, 60), 200));
+  v.push_back(tl(chunk(win(R({50, 1, 0, 300, 129}, {200, 7, 5, 300, 1000}, 4, 4, 128, true, 72), 80, -1), 96)));
+  v.push_back(chunk(win(R({50, 1, 0, 300, 129}, {200, 7, 5, 300, 1000}, 4, 2, 128, true, 73), 80, -1), 96));
+  v.push_back(chunk(win(split(F(1, 700, 900, 4, 2, 192, true)), 120, -1), 256));  // 192 / 128: ragged kind
+  return v;
+}
+
 std::vector<Shape> long_feature_cases() {
   std::vector<Shape> v;
   Shape s = win(F(1, 20000, 20000, 2, 1, 128, true), 4096, -1);
@@ -325,6 +419,8 @@ INSTANTIATE_TEST_SUITE_P(Ragged, GpuForward, ::testing::ValuesIn(ragged_cases())
 INSTANTIATE_TEST_SUITE_P(Unread, GpuForward, ::testing::ValuesIn(unread_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(SplitDims, GpuForward, ::testing::ValuesIn(split_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(LongFeatures, GpuForward, ::testing::ValuesIn(long_feature_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(SeqUsedQ, GpuForward, ::testing::ValuesIn(seqused_q_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(ChunkWindow, GpuForward, ::testing::ValuesIn(chunk_window_cases()), case_name);
 
 // A moving result is a race: the same inputs must give bitwise the same output.
 TEST(GpuForwardDeterminism, SameInputsSameBits) {
@@ -501,6 +597,88 @@ TEST(GpuForwardEmpty, NoKeys) {
   cudaFree(q);
   cudaFree(o);
   cudaFree(l);
+}
+
+// Issue 16: every key sequence empty (FA3's max_seqlen_k = 0), said with k / v of no rows,
+// whose pointer may be anything (the Python binding passes a one-byte sentinel for an empty
+// tensor: never 16-byte aligned; here a misaligned device address, never read). The call
+// must still reach the fill: out 0 and LSE -inf on the used rows, and with seqused_q the rows
+// past it keep their poison. Ragged q (device cu_seqlens) and dense q.
+TEST(GpuForwardEmpty, NoKeyRowsWithSeqUsedQ) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
+  constexpr int64_t H = 2, D = 64, kTotal = 13, kSeq = 7;
+  const std::vector<int32_t> cu_q = {0, 4, 6, 13}, cu_k = {0, 0, 0, 0}, used = {3, 0, 7};
+  void *q, *o, *l;
+  int32_t* meta;
+  ASSERT_EQ(cudaMalloc(&q, 1 << 16), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&o, 1 << 16), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&l, 1 << 12), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&meta, 256), cudaSuccess);
+  cudaMemcpy(meta, cu_q.data(), 16, cudaMemcpyHostToDevice);
+  cudaMemcpy(meta + 16, cu_k.data(), 16, cudaMemcpyHostToDevice);
+  cudaMemcpy(meta + 32, used.data(), 12, cudaMemcpyHostToDevice);
+  const Device g{DeviceKind::cuda, 0};
+  void* odd = static_cast<char*>(q) + 1;
+  for (bool ragged : {true, false}) {
+    for (bool with_used : {true, false}) {
+      Args a;
+      if (ragged) {
+        a.q = make_tensor(q, DType::bf16, {kTotal, H, D}, g);
+        a.k = make_tensor(odd, DType::bf16, {0, H, D}, g);
+        a.v = make_tensor(odd, DType::bf16, {0, H, D}, g);
+        a.out = make_tensor(o, DType::bf16, {kTotal, H, D}, g);
+        a.lse = make_tensor(l, DType::f32, {H, kTotal}, g);
+        a.cu_seqlens_q = make_tensor(meta, DType::i32, {4}, g);
+        a.cu_seqlens_k = make_tensor(meta + 16, DType::i32, {4}, g);
+        a.max_seqlen_q = kSeq;
+        a.max_seqlen_k = 0;
+      } else {
+        a.q = make_tensor(q, DType::bf16, {3, kSeq, H, D}, g);
+        a.k = make_tensor(odd, DType::bf16, {3, 0, H, D}, g);
+        a.v = make_tensor(odd, DType::bf16, {3, 0, H, D}, g);
+        a.out = make_tensor(o, DType::bf16, {3, kSeq, H, D}, g);
+        a.lse = make_tensor(l, DType::f32, {3, H, kSeq}, g);
+      }
+      if (with_used) a.seqused_q = make_tensor(meta + 32, DType::i32, {3}, g);
+      a.mask.causal = true;
+      a.backend = Backend::cuda;
+      cudaMemset(o, 0xFF, 1 << 16);
+      cudaMemset(l, 0xFF, 1 << 12);
+      const Status st = forward(a);
+      ASSERT_TRUE(st.ok()) << "ragged " << ragged << ": " << st.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const int64_t rows = ragged ? kTotal : 3 * kSeq;
+      std::vector<uint16_t> ho(size_t(rows * H * D));
+      std::vector<float> hl(size_t(rows * H));
+      cudaMemcpy(ho.data(), o, ho.size() * 2, cudaMemcpyDeviceToHost);
+      cudaMemcpy(hl.data(), l, hl.size() * 4, cudaMemcpyDeviceToHost);
+      // Row r (ragged: token r; dense: b = r / kSeq, i = r % kSeq) is used when i < used[b].
+      auto row_used = [&](int64_t r) {
+        int64_t b = r / kSeq, i = r % kSeq;
+        if (ragged) {
+          b = 0;
+          while (r >= cu_q[size_t(b + 1)]) ++b;
+          i = r - cu_q[size_t(b)];
+        }
+        return !with_used || i < used[size_t(b)];
+      };
+      int64_t bad_out = 0, bad_lse = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t h = 0; h < H; ++h) {
+          const bool u = row_used(r);
+          for (int64_t d = 0; d < D; ++d) bad_out += ho[size_t((r * H + h) * D + d)] != (u ? 0 : 0xFFFF);
+          // LSE: ragged (heads, total); dense (batch, heads, seq).
+          const float x = ragged ? hl[size_t(h * kTotal + r)] : hl[size_t(((r / kSeq) * H + h) * kSeq + r % kSeq)];
+          bad_lse += u ? !(std::isinf(x) && x < 0) : !std::isnan(x);
+        }
+      EXPECT_EQ(bad_out, 0) << "ragged " << ragged << " seqused_q " << with_used;
+      EXPECT_EQ(bad_lse, 0) << "ragged " << ragged << " seqused_q " << with_used;
+    }
+  }
+  cudaFree(q);
+  cudaFree(o);
+  cudaFree(l);
+  cudaFree(meta);
 }
 
 }  // namespace

@@ -90,6 +90,15 @@ std::vector<CaseSpec> fp8_cases() {
   v.push_back(s);
   s = F8(1, 3000, 20000, 2, 1, false, 32);  // batch 1, few tiles: split-KV
   v.push_back(s);
+  s = F8(3, 300, 500, 4, 2, true, 33);  // seqused_q (dense q: rows past it keep their poison)
+  s.used_q = {300, 0, 129};
+  v.push_back(s);
+  s = F8(3, 400, 600, 4, 2, true, 34);  // ragged q + seqused_q, chunk with a window
+  s.ragged_q = true;
+  s.seqused_q = true;
+  s.mask.window_left = 150;
+  s.mask.chunk_size = 256;
+  v.push_back(s);
   return v;
 }
 

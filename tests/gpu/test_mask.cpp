@@ -1,8 +1,10 @@
 // The sm90 kernel's tile mask (cuda/sm90/mask.cuh), checked on the host against the one
-// visibility rule (common/mask_rule.h) for windows, chunks and causal in both alignments:
-// every visible (row, key) pair lies in the visited key blocks, blocks outside the element-
-// masked ones hold only visible pairs, and the element mask of the accumulator fragment
-// (every lane of every warp) keeps exactly the visible keys. Needs no GPU.
+// visibility rule (common/mask_rule.h) for windows, chunks, both together, and causal in both
+// alignments, on whole dense problems and on one sequence of a ragged batch using fewer query
+// rows than the batch's longest (seqused_q, through seq_coord): every visible (row, key) pair
+// lies in the visited key blocks, blocks outside the element-masked ones hold only visible
+// pairs, and the element mask of the accumulator fragment (every lane of every warp) keeps
+// exactly the visible keys. Needs no GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 
 #include "common/mask_rule.h"
 #include "cuda/sm90/mask.cuh"
+#include "cuda/sm90/tile_list.cuh"
 
 namespace longattn::cuda::sm90 {
 namespace {
@@ -20,8 +23,11 @@ struct MCase {
   bool causal, top_left;
 };
 
+// used_q < 0: the dense problem (seq_q rows). used_q >= 0: sequence 0 of a ragged-kind call
+// whose longest sequence has seq_q rows (p.seq_q, which sets chunk_bias) uses used_q of them
+// (seqused_q): its rows and bottom-right offset follow used_q.
 template <int kM, int kN>
-int check(const MCase& c) {
+int check(const MCase& c, int32_t used_q = -1) {
   detail::MaskRule rule;
   rule.causal = c.causal;
   rule.top_left = c.top_left;
@@ -39,21 +45,34 @@ int check(const MCase& c) {
   p.window_right = c.wr < 0 ? -1 : std::min(c.wr, span);
   p.chunk = c.chunk > 0 ? int32_t(std::min(c.chunk, span)) : 0;
   if (p.chunk > 0) p.chunk_bias = int32_t((c.seq_q + p.chunk - 1) / p.chunk * p.chunk);
-  const int64_t off = p.causal_offset;
+  const bool per_seq = used_q >= 0;
+  const int32_t used_buf[1] = {used_q};
+  SeqCoord sc{0, int32_t(c.seq_q), 0, int32_t(c.seq_k)};
+  if (per_seq) {
+    p.seqused_q = used_buf;
+    p.offset_per_seq = c.top_left ? 0 : 1;  // launch_args.cpp: bottom-right masks
+    p.num_m_blocks = (c.seq_q + kM - 1) / kM;
+    sc = seq_coord(p, 0);
+    if (sc.q_len != used_q) ADD_FAILURE() << "seq_coord ignores seqused_q";
+    if (live_m_blocks<kM>(p, sc) != (used_q + kM - 1) / kM) ADD_FAILURE() << "live_m_blocks ignores seqused_q";
+  }
+  const int64_t seq_q = sc.q_len;  // the rows this sequence computes
+  const int64_t off = rule.offset(seq_q, c.seq_k);
   int errors = 0;
   auto fail = [&](const char* what, int64_t mb, int64_t row, int64_t key) {
     if (errors++ < 5)
       ADD_FAILURE() << what << ": sq " << c.seq_q << " sk " << c.seq_k << " wl " << c.wl << " wr " << c.wr
-                    << " chunk " << c.chunk << " causal " << c.causal << " tl " << c.top_left << " tile "
-                    << kM << "x" << kN << " m_block " << mb << " row " << row << " key " << key;
+                    << " chunk " << c.chunk << " causal " << c.causal << " tl " << c.top_left << " used_q "
+                    << used_q << " tile " << kM << "x" << kN << " m_block " << mb << " row " << row << " key "
+                    << key;
   };
-  const int64_t nm = (c.seq_q + kM - 1) / kM;
+  const int64_t nm = (seq_q + kM - 1) / kM;
   for (int64_t mb = 0; mb < nm; ++mb) {
-    TileMask<kM, kN, true> m(p, mb);
+    const TileMask<kM, kN, true> m = per_seq ? TileMask<kM, kN, true>(p, mb, sc) : TileMask<kM, kN, true>(p, mb);
     int64_t lo, hi, ja, jb;
-    m.block_range(c.seq_q, &lo, &hi);
-    m.unmasked_blocks(c.seq_q, &ja, &jb);
-    const int64_t r_end = std::min<int64_t>((mb + 1) * kM, c.seq_q);
+    m.block_range(seq_q, &lo, &hi);
+    m.unmasked_blocks(seq_q, &ja, &jb);
+    const int64_t r_end = std::min<int64_t>((mb + 1) * kM, seq_q);
     for (int64_t i = mb * kM; i < r_end; ++i)
       for (int64_t j = 0; j < c.seq_k; ++j) {
         const bool vis = detail::key_visible(rule, i + off, j);
@@ -75,7 +94,7 @@ int check(const MCase& c) {
               for (int half = 0; half < 2; ++half)
                 for (int e = 0; e < 2; ++e) {
                   const int64_t row = mb * kM + row0 + 8 * half, key = b * kN + 8 * cc + 2 * (lane % 4) + e;
-                  if (row >= c.seq_q) continue;
+                  if (row >= seq_q) continue;
                   const bool vis = key < c.seq_k && detail::key_visible(rule, row + off, key);
                   const bool kept = s[4 * cc + 2 * half + e] == 1.f;
                   if (vis != kept) fail(vis ? "visible key masked" : "invisible key kept", mb, row, key);
@@ -98,6 +117,18 @@ std::vector<MCase> cases() {
       {1000, 300, -1, -1, 64, false, false},  {400, 400, -1, -1, 100000, true, false},
       {1200, 1200, 150, -1, 512, true, false}, {500, 640, 40, 40, 0, false, false},
       {1, 1, 0, 0, 0, true, false},           {17, 5, 2, -1, 3, true, false},
+      // Chunk with a window (the intersection): window inside the chunk and around it, two-
+      // sided and right-only, both alignments, seq_q above and below seq_k (negative
+      // positions), chunks below / at / above the tile, window 0 (the diagonal).
+      {1000, 1000, 50, -1, 128, true, false},  {1000, 1000, 300, -1, 100, true, false},
+      {1111, 1111, 127, 0, 333, true, false},  {900, 900, 40, 40, 256, false, false},
+      {900, 1300, 200, 77, 500, false, false}, {900, 900, -1, 50, 64, false, false},
+      {300, 1000, 64, -1, 256, true, false},   {1000, 300, 5, -1, 64, true, true},
+      {600, 800, 100, 30, 128, false, true},   {1000, 300, 20, 10, 77, false, false},
+      {777, 777, 100, -1, 77, true, false},    {500, 500, 5000, -1, 128, true, false},
+      {500, 500, 0, -1, 100, true, false},     {700, 700, 30, 30, 50, false, false},
+      {1000, 300, 3, 200, 40, false, false},   {64, 5000, 4096, -1, 8192, true, false},
+      {1200, 1200, 1, 1, 1, false, false},     {1200, 1200, 129, 0, 127, true, true},
   };
   std::mt19937_64 rng(5);
   for (int t = 0; t < 60; ++t) {
@@ -116,6 +147,21 @@ TEST(TileMaskWindow, MatchesMaskRule) {
     EXPECT_EQ((check<128, 128>(c)), 0);
     EXPECT_EQ((check<192, 128>(c)), 0);
     EXPECT_EQ((check<128, 80>(c)), 0);
+  }
+}
+
+// seqused_q (ragged kinds): a sequence computing fewer rows than the longest, its masks
+// aligned to the rows it uses (bottom-right: offset keys - used); the tiles past its rows are
+// not live. Ragged tiles: 128 x 128 (hdim 64 / 128), 128 x 64 (hdim 256).
+TEST(TileMaskWindow, SeqUsedQMatchesMaskRule) {
+  std::mt19937_64 rng(23);
+  for (const MCase& c : cases()) {
+    for (int32_t used : {int32_t(0), int32_t(1), int32_t(c.seq_q / 2 + 1), int32_t(rng() % uint64_t(c.seq_q + 1)),
+                         int32_t(c.seq_q)}) {
+      if (used > c.seq_q) continue;
+      EXPECT_EQ((check<128, 128>(c, used)), 0);
+      EXPECT_EQ((check<128, 64>(c, used)), 0);
+    }
   }
 }
 

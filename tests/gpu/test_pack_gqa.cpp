@@ -116,6 +116,7 @@ int check_packed(const PCase& c, int shift) {
   p.window_left = c.wl < 0 ? -1 : std::min(c.wl, span);
   p.window_right = c.wr < 0 ? -1 : std::min(c.wr, span);
   p.chunk = c.chunk > 0 ? int32_t(std::min(c.chunk, span)) : 0;
+  if (p.chunk > 0) p.chunk_bias = int32_t((c.seq_q + p.chunk - 1) / p.chunk * p.chunk);
   p.pack_shift = shift;
   const int64_t off = p.causal_offset, per = kM >> shift;
   int errors = 0;
@@ -170,6 +171,9 @@ TEST(PackGqaMask, MatchesMaskRule) {
       {3, 200, -1, -1, 0, false, false},   {37, 1000, 50, -1, 0, true, false},  {64, 999, -1, -1, 100, true, false},
       {100, 4099, 7, 3, 0, false, false},  {100, 60, -1, -1, 0, true, false},   {37, 200, -1, -1, 0, true, true},
       {64, 300, -1, 0, 64, false, true},
+      // Chunk with a window; positions left of key 0 (bottom-right, seq_q > seq_k).
+      {100, 900, 50, -1, 64, true, false}, {37, 500, 30, 30, 50, false, false}, {120, 40, 10, 5, 16, false, false},
+      {100, 60, -1, -1, 100, false, false},
   };
   std::mt19937_64 rng(11);
   for (int t = 0; t < 40; ++t) {

@@ -131,6 +131,30 @@ std::vector<CaseSpec> pack_cases() {
   s = G(2, 16, 4099, 32, 8, 128, 211);  // the benchmark's heads (32 / 8), KV prefix
   s.mask.causal = true;
   v.push_back(s);
+  // seqused_q (issue 16): dense q, paged, ragged q; chunk with a window.
+  s = G(3, 37, 1000, 16, 2, 128, 212);
+  s.used_q = {37, 0, 20};
+  s.mask.causal = true;
+  v.push_back(s);
+  s = G(3, 16, 900, 8, 2, 128, 213);
+  s.page_size = 16;
+  s.seqused_k = true;
+  s.used_q = {16, 9, 1};
+  s.mask.causal = true;
+  v.push_back(s);
+  s = G(3, 40, 700, 8, 2, 128, 214);
+  s.ragged_q = true;
+  s.seqlens_q = {40, 0, 33};
+  s.used_q = {17, 0, 33};
+  s.mask.causal = true;
+  s.mask.window_left = 100;
+  s.mask.chunk_size = 64;
+  v.push_back(s);
+  s = G(2, 64, 500, 8, 2, 64, 215);
+  s.mask.window_left = 30;
+  s.mask.window_right = 30;
+  s.mask.chunk_size = 50;
+  v.push_back(s);
   return v;
 }
 

@@ -113,6 +113,25 @@ std::vector<CaseSpec> paged_cases() {
       s.dim_v = 128;
       v.push_back(s);
     }
+    // seqused_q (issue 16): dense q (rows past it keep their poison) and ragged q; chunk with
+    // a window.
+    s = P(3, 300, 700, 4, 2, 128, 128, true, true, 50);
+    s.used_q = {300, 0, 129};
+    v.push_back(s);
+    s = P(4, 300, 600, 4, 2, 128, 16, true, true, 51);
+    s.ragged_q = true;
+    s.seqused_q = true;
+    v.push_back(s);
+    s = P(2, 260, 900, 4, 2, 64, 48, true, true, 52);
+    s.used_q = {100, 260};
+    s.mask.window_left = 100;
+    s.mask.chunk_size = 128;
+    v.push_back(s);
+    s = P(2, 300, 500, 4, 2, 128, 64, false, true, 53);  // chunk with a two-sided window
+    s.mask.window_left = 40;
+    s.mask.window_right = 25;
+    s.mask.chunk_size = 100;
+    v.push_back(s);
   }
   return v;
 }

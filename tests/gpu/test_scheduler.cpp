@@ -313,8 +313,9 @@ TEST(TileScheduler, SeqMajorTileIndexIsABijection) {
 }
 
 // The sequence-major list on random ragged shapes (GQA groups, prefix / cross lengths, windows,
-// empty sequences, a capacity that clips): every live tile dealt exactly once under the static
-// snake and in id order (dynamic), never a read past the padding, sequences heaviest first.
+// empty sequences, seqused_q, a capacity that clips): every live tile dealt exactly once under
+// the static snake and in id order (dynamic), never a read past the padding, sequences
+// heaviest first.
 TEST(TileScheduler, SeqMajorListEveryLiveTileOnce) {
   constexpr int kM = 128, kN = 128;
   std::mt19937_64 rng(17);
@@ -337,6 +338,11 @@ TEST(TileScheduler, SeqMajorListEveryLiveTileOnce) {
     if (rng() % 4 == 0) p.window_left = int64_t(rng() % 1000);
     p.cu_seqlens_q = cq.data();
     p.cu_seqlens_k = ck.data();
+    // seqused_q: the query rows each sequence uses (0 .. all); tiles past them are not live.
+    std::vector<int32_t> used;
+    for (int32_t b = 0; b < batch; ++b) used.push_back(int32_t(rng() % uint64_t(cq[size_t(b) + 1] - cq[size_t(b)] + 1)));
+    if (rng() % 3 == 0) p.seqused_q = used.data();
+    auto q_len = [&](int32_t b) { return p.seqused_q ? used[size_t(b)] : cq[size_t(b) + 1] - cq[size_t(b)]; };
     const int64_t capacity = std::min<int64_t>(batch * p.num_m_blocks, (cq.back() + kM - 1) / kM + batch);
     const FwdParams pre = p;
     p.batch = 1;
@@ -349,7 +355,7 @@ TEST(TileScheduler, SeqMajorListEveryLiveTileOnce) {
     p.tile_list = list.data();
     fill_schedule_constants(&p, grid);
     int64_t live = 0;
-    for (int32_t b = 0; b < batch; ++b) live += p.heads_q * ((cq[size_t(b) + 1] - cq[size_t(b)] + kM - 1) / kM);
+    for (int32_t b = 0; b < batch; ++b) live += p.heads_q * ((q_len(b) + kM - 1) / kM);
     std::set<std::tuple<int, int, int>> seen;
     for (int64_t c = 0; c < grid; ++c)
       for (int64_t k = 0;; ++k) {
@@ -360,7 +366,7 @@ TEST(TileScheduler, SeqMajorListEveryLiveTileOnce) {
         if (tc.b < 0) break;
         ASSERT_LT(tc.b, batch);
         ASSERT_LT(tc.h, p.heads_q);
-        ASSERT_LT(int64_t(tc.m_block) * kM, cq[size_t(tc.b) + 1] - cq[size_t(tc.b)]) << "empty tile listed";
+        ASSERT_LT(int64_t(tc.m_block) * kM, q_len(tc.b)) << "empty tile listed";
         ASSERT_TRUE(seen.insert({tc.b, tc.h, tc.m_block}).second) << "tile twice";
       }
     ASSERT_EQ(int64_t(seen.size()), live) << "it " << it << ": a live tile was never dealt";

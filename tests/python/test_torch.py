@@ -280,7 +280,7 @@ def test_cuda_graph_capture_and_compile():
 @skip_unsupported
 def test_cuda_fa3_semantics():
     # Issue 16 on the device: every key sequence empty (max_seqlen_k = 0), seqused_q, chunk +
-    # window. The last two raise NotImplementedError (a skip here) until the kernel has them.
+    # window.
     g = torch.Generator().manual_seed(13)
     cu_q = torch.tensor([0, 100, 100, 357], dtype=torch.int32, device=DEV)
     q = t_randn((357, 8, 128), torch.bfloat16, DEV, g)

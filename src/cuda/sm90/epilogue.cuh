@@ -1,8 +1,9 @@
 // Epilogue: O (normalized in registers) and LSE to global memory.
 // Direct stores from the accumulator fragment: a quad writes 4 consecutive pairs of one row
-// (16 bytes for 16-bit outputs); rows at or past row_end (seq_q; ragged: the sequence's
-// end in the token dimension) are clipped. 64-bit offsets. Packed GQA tiles scatter their
-// rows to (position, head): store_packed.
+// (16 bytes for 16-bit outputs); rows at or past row_end (seq_q; ragged kinds: the end of the
+// sequence's used rows, q0 + q_len of mask.cuh seq_coord, seqused_q applied) are clipped, so
+// rows past seqused_q are never written. 64-bit offsets. Packed GQA tiles scatter their rows
+// to (position, head): store_packed.
 #pragma once
 
 #include <cuda_bf16.h>

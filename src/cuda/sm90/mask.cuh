@@ -2,9 +2,10 @@
 // element mask, and the element mask itself (key tails and the causal diagonal).
 // Causal alignment is resolved on the host into `causal_offset` (bottom-right: seq_k -
 // seq_q; top-left: 0), the key position of query 0 (windows and chunks use the same one).
-// kWindow (the feature kernel only) adds sliding windows and chunks: the visited blocks get
-// a lower bound, and a block needs the element mask when it lies outside the keys every row
-// of the tile sees. The dense kernels (kWindow false) compile exactly the code they had.
+// kWindow (the feature kernels only) adds sliding windows and chunks, alone or together
+// (their intersection): the visited blocks get a lower bound, and a block needs the element
+// mask when it lies outside the keys every row of the tile sees. The dense kernels (kWindow
+// false) compile exactly the code they had.
 // kPack (with kWindow; pack_gqa.h): a tile of kBlockM packed rows holds kBlockM / g query
 // positions x the g query heads of one kv head, row r at position m0 + r / g; the bounds and
 // the element mask use the row's position, never its index.
@@ -26,7 +27,10 @@
 namespace longattn::cuda::sm90 {
 
 // One sequence of a (possibly ragged) batch: first q row / key row in the tensors' token
-// dimension and the lengths (seqused_k applied). Dense: 0, seq_q, 0, seq_k.
+// dimension and the lengths (seqused_q / seqused_k applied). Dense: 0, seq_q, 0, seq_k.
+// Every per-sequence extent the kernels use comes from here: the visited key blocks and the
+// masks' alignment (TileMask), the live q-blocks (tile_list.cuh), the stored rows (the
+// epilogue's row limit), so seqused_q needs nothing else.
 struct SeqCoord {
   int32_t q0, q_len, k0, k_len;
 };
@@ -42,6 +46,7 @@ LONGATTN_MASK_FN SeqCoord seq_coord(const FwdParams& p, int32_t b) {
     s.k_len = p.cu_seqlens_k[b + 1] - s.k0;
   }
   if (p.seqused_k) s.k_len = p.seqused_k[b];
+  if (p.seqused_q) s.q_len = p.seqused_q[b];
   return s;
 }
 
@@ -84,8 +89,12 @@ struct TileMask {
   }
 
   // kWindow: keys [lo, hi) visible to key position `pos` (mask_rule.h visible_range, without
-  // the final clamp: hi < lo means none). Both bounds are non-decreasing in pos, so a tile's
-  // first and last rows bound every row between them.
+  // the final clamp: hi < lo means none). Causal, window and chunk each allow one interval of
+  // keys, so together (chunk with a window included) they allow one interval: the largest
+  // lower bound and the smallest upper bound, in any order. Every bound (pos - wl, the chunk
+  // start c0(pos); pos + 1, pos + wr + 1, c0(pos) + chunk, sk) is non-decreasing in pos, and
+  // so are their max and min: lo and hi are non-decreasing in pos, so a tile's first and last
+  // rows bound every row between them (block_range, unmasked_blocks).
   LONGATTN_MASK_FN void row_limits(int32_t pos, int32_t* lo, int32_t* hi) const {
     int32_t l = 0, h = sk;
     if (causal && pos + 1 < h) h = pos + 1;
@@ -117,6 +126,9 @@ struct TileMask {
   LONGATTN_MASK_FN int32_t row_pos(int32_t r) const { return kPack ? (r >> pshift) : r; }
 
   // Key blocks [lo, hi) with any visible key for rows [m0, min(m0 + kBlockM, seq_q)).
+  // kWindow: every row's keys lie in [lf, hl) (monotone bounds, row_limits); hl <= lf means
+  // every row's interval is empty. Blocks of the range may hold no key some row sees (a tile
+  // across two chunks): the element mask covers them (unmasked_blocks).
   LONGATTN_MASK_FN void block_range(int64_t seq_q, int64_t* lo, int64_t* hi) const {
     if constexpr (kWindow) {
       int32_t lf, hf, ll, hl;

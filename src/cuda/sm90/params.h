@@ -66,13 +66,16 @@ struct FwdParams {
   // A multiple of chunk >= seq_q (positions are >= -seq_q): pos + chunk_bias >= 0, so the
   // chunk of a position is an unsigned division (mask.cuh row_limits).
   int32_t chunk_bias = 0;
-  // Ragged batches (feature kernel): device int32 metadata, null when dense. seq_q / seq_k
-  // are then the maxima (Args max_seqlen_q/k); q/k/v/out rows of sequence b start at
-  // cu_seqlens[b] (TMA batch coordinate 0). offset_per_seq: bottom-right masks, so each
-  // sequence's offset is its own k_len - q_len (causal_offset holds the dense one).
+  // Ragged batches (the ragged kinds): device int32 metadata, null when dense. seq_q / seq_k
+  // are then the maxima (Args max_seqlen_q/k; a dense q keeps its extent); q/k/v/out rows of
+  // sequence b start at cu_seqlens[b] (TMA batch coordinate 0). seqused_q / seqused_k: the
+  // query rows / keys sequence b uses (mask.cuh seq_coord); rows past seqused_q[b] are
+  // neither computed nor stored. offset_per_seq: bottom-right masks, so each sequence's
+  // offset is its own k_len - q_len (causal_offset holds the dense one).
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
   const int32_t* seqused_k = nullptr;
+  const int32_t* seqused_q = nullptr;
   int32_t offset_per_seq = 0;
   // Paged K/V (ragged kernel with KernelConfig kPaged): int32 (batch, max_pages) page table
   // on the device; k / v tensor maps are rank 4 (num_pages, page_size, heads_kv, dim), so

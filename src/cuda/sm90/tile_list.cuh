@@ -1,11 +1,12 @@
 // Ragged batches: the tile list the scheduler deals (scheduler.cuh, kList).
 //
-// The host does not know the sequence lengths (cu_seqlens / seqused_k are device pointers),
-// so a one-CTA pre-kernel on the caller's stream builds, before the forward kernel, the list
-// of every (sequence, head, q-block) tile that has query rows, in dealing order:
-// sequence-major (explained before tile_list_seq_kernel); after the live tiles, padding
-// (b = -1) where the CTAs stop. A cost-sorted item order (one q-block of many sequences per
-// round) lost: its rounds shared no K/V (docs/PERFORMANCE.md).
+// The host does not know the sequence lengths (cu_seqlens / seqused_q / seqused_k are device
+// pointers), so a one-CTA pre-kernel on the caller's stream builds, before the forward kernel,
+// the list of every (sequence, head, q-block) tile that has query rows (seqused_q applied:
+// mask.cuh seq_coord), in dealing order: sequence-major (explained before
+// tile_list_seq_kernel); after the live tiles, padding (b = -1) where the CTAs stop. A
+// cost-sorted item order (one q-block of many sequences per round) lost: its rounds shared no
+// K/V (docs/PERFORMANCE.md).
 // Sort: counting sort of the sequences over 4096 cost buckets in shared memory (costs above 4095 key blocks,
 // i.e. > 256k keys at block_n 64, share the last bucket). Sequences of equal cost land in an
 // order that may differ between launches (atomics): results do not, since a tile's arithmetic
