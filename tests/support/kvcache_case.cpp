@@ -249,7 +249,7 @@ KvCase make_kv_case(const KvCaseSpec& spec) {
 
 KvSnapshot snapshot(const KvCase& c) { return KvSnapshot{c.k, c.v}; }
 
-std::string check_kv_call(const Args& after, const KvSnapshot& before, double atol, double cache_ulps) {
+std::string check_kv_call(const Args& after, const KvSnapshot& before, double atol, double cache_ulps, double acc_eps) {
   // The definition on copies of the cache as it was: expected caches and attention arguments.
   KvSnapshot want = before;
   Args e = after;
@@ -270,7 +270,7 @@ std::string check_kv_call(const Args& after, const KvSnapshot& before, double at
   if (!f.empty()) return f;
   h.attn.out = after.out;
   h.attn.lse = after.lse;
-  const OracleResult r = check_against_reference(h.attn, atol);
+  const OracleResult r = check_against_reference(h.attn, atol, acc_eps);
   return r.failure;
 }
 

@@ -74,7 +74,9 @@ KvSnapshot snapshot(const KvCase& c);
 /// the caches equal `before` with the append of the definition applied (host_kvcache_apply
 /// on copies; rotated elements within `cache_ulps` units in the last place, everything else
 /// bit for bit, NaN included), and out / lse pass the oracle rule against the float64
-/// reference of the attention-only arguments. "" or the first failure.
-std::string check_kv_call(const Args& after, const KvSnapshot& before, double atol = 1e-3, double cache_ulps = 0);
+/// reference of the attention-only arguments (`acc_eps`: the fp8 tensor-core term of
+/// check_against_reference). "" or the first failure.
+std::string check_kv_call(const Args& after, const KvSnapshot& before, double atol = 1e-3, double cache_ulps = 0,
+                          double acc_eps = 0);
 
 }  // namespace longattn::testing
