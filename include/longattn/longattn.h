@@ -73,10 +73,11 @@ struct KvCacheArgs {
   /// true: GPT-J pairs (2i, 2i + 1); false: GPT-NeoX pairs (i, i + rotary_dim / 2).
   bool rotary_interleaved = true;
   /// CUDA backend with device-resident metadata (which the host cannot read): the same checks
-  /// run in a small kernel before anything is written; if one fails, nothing is written to the
-  /// cache and every sequence attends to no key (out 0, LSE -inf). With `check` the host
-  /// also waits for that kernel (one stream synchronization) and returns its first failure as
-  /// an error naming the argument.
+  /// run in a small kernel before anything is written -- all but the page-table entries of
+  /// pages the attention only reads, which Args::check_page_table covers as without kvcache;
+  /// if one fails, nothing is written to the cache and every sequence attends to no key
+  /// (out 0, LSE -inf). With `check` the host also waits for that kernel (one stream
+  /// synchronization) and returns its first failure as an error naming the argument.
   bool check = false;
 
   /// True when any of the serving-path inputs is present.
