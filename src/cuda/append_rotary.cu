@@ -87,7 +87,7 @@ __device__ __forceinline__ float table(const void* t, bool f32, int64_t i) {
 // first rd elements (rd = 0: a copy). GPT-J pairs (2u, 2u + 1); GPT-NeoX (u, u + rd / 2) for
 // u < rd / 2, then the unrotated tail two elements at a time.
 template <typename T>
-__device__ void row_rotate(const T* src, T* dst, int d, int rd, const AppendParams& p, int64_t pos, int lane) {
+__device__ __forceinline__ void row_rotate(const T* src, T* dst, int d, int rd, const AppendParams& p, int64_t pos, int lane) {
   const int half = rd >> 1;
   for (int u = lane; u < (d >> 1); u += 32) {
     int e0, e1;
@@ -127,18 +127,21 @@ __device__ __forceinline__ int32_t find_seq(const int32_t* cu, int32_t batch, in
 }
 
 // One warp per (new token, kv head) -- K rotated into its cache slot, V copied -- then per
-// (q token, q head) with rotary; then the page-table rows of cache_batch_idx. Nothing at all
-// when the metadata kernel reported a failed check.
+// (q token, q head) with rotary; then the page-table rows of cache_batch_idx. When the
+// metadata kernel reported a failed check: no cache write and no table read at all, only q
+// copied unrotated (the scratch the attention reads stays defined; it sees no key anyway).
 // NOTES: item, token, slot and page-table counts are below 2^31 (host: kvcache_prepare), so
 // the index arithmetic divides in 32 bits; 64-bit divisions are subroutine calls whose
-// saved registers spilled here.
+// saved registers spilled here. Launched with 256 threads, but without __launch_bounds__(256):
+// with it ptxas stopped the e4m3 (byte) instantiation at 40 registers and spilled 12 bytes;
+// without it every instantiation takes 48 and spills nothing.
 template <typename T>
-__global__ void __launch_bounds__(256) append_rotary_kernel(AppendParams p) {
-  if (*p.err != kNoError) return;
+__global__ void append_rotary_kernel(AppendParams p) {
+  const bool ok = *p.err == kNoError;
   const int lane = threadIdx.x & 31;
   const uint32_t thread = blockIdx.x * blockDim.x + threadIdx.x, threads = gridDim.x * blockDim.x;
   const uint32_t hkv = uint32_t(p.heads_kv), hq = uint32_t(p.heads_q);
-  const uint32_t kv_items = uint32_t(p.new_tokens) * hkv;
+  const uint32_t kv_items = ok ? uint32_t(p.new_tokens) * hkv : 0u;
   const uint32_t items = kv_items + (p.q_rot ? uint32_t(p.q_tokens) * hq : 0u);
   for (uint32_t it = thread >> 5; it < items; it += threads >> 5) {
     if (it < kv_items) {
@@ -182,11 +185,11 @@ __global__ void __launch_bounds__(256) append_rotary_kernel(AppendParams p) {
       }
       const int64_t src = p.cu_q ? tok * p.q_st + h * p.q_sh : b * p.q_sb + i * p.q_st + h * p.q_sh;
       const int64_t dst = p.cu_q ? tok * p.qr_st + h * p.qr_sh : b * p.qr_sb + i * p.qr_st + h * p.qr_sh;
-      row_rotate<T>(static_cast<const T*>(p.q) + src, static_cast<T*>(p.q_rot) + dst, p.dim_qk, p.rotary_dim, p,
-                    int64_t(p.seqs[b].rot0) + (p.per_row ? i : 0u), lane);
+      row_rotate<T>(static_cast<const T*>(p.q) + src, static_cast<T*>(p.q_rot) + dst, p.dim_qk, ok ? p.rotary_dim : 0,
+                    p, ok ? int64_t(p.seqs[b].rot0) + (p.per_row ? i : 0u) : 0, lane);
     }
   }
-  if (p.pt_out) {
+  if (p.pt_out && ok) {
     const uint32_t mp = uint32_t(p.max_pages), n = uint32_t(p.batch) * mp;
     for (uint32_t e = thread; e < n; e += threads) p.pt_out[e] = p.page_table[p.seqs[e / mp].row * p.pt_sb + (e % mp) * p.pt_sp];
   }
