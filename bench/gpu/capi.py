@@ -33,6 +33,7 @@ class LongAttn:
             "longattn_bench_forward_paged": [P] * 6 + [I64] * 8 + [I32, P, S, I32],
             "longattn_bench_forward_split": [P] * 4 + [I64] * 6 + [I32, P, S, I32],
             "longattn_bench_forward_fp8": [P] * 8 + [I64] * 6 + [I32, I32, P, S, I32],
+            "longattn_bench_forward_kvcache": [P] * 10 + [I64] * 11 + [I32, I32, P, S, I32],
         }
         self.missing = []
         for name, args in sig.items():
@@ -100,6 +101,23 @@ class LongAttn:
         self._check(self.lib.longattn_bench_forward_split(
             _ptr(q), _ptr(k), _ptr(v), _ptr(out), b, s, hq, k.shape[2], dqk, v.shape[3], int(causal), _stream(),
             self.err, ERR_LEN))
+
+    def kvcache(self, q, kc, vc, out, cache_seqlens, causal, page_table=None, k_new=None, v_new=None, cos=None,
+                sin=None, interleaved=False):
+        """flash_attn_with_kvcache's serving call (bf16): q / out (b, sq, hq, d); kc / vc the cache,
+        dense (b, slots, hk, d) or pages (pool, page, hk, d) with an int32 table (b, max_pages);
+        int32 cache_seqlens (b); k_new / v_new (b, n, hk, d) appended in place (None: attention
+        only); cos / sin (seqlen_ro, rotary_dim / 2) bf16 rotary (None: none)."""
+        if not self.has("longattn_bench_forward_kvcache"):
+            raise RuntimeError("this liblongattn_capi.so has no longattn_bench_forward_kvcache")
+        b, sq, hq, d = q.shape
+        n = 0 if k_new is None else k_new.shape[1]
+        ro, rd = (0, 0) if cos is None else (cos.shape[0], 2 * cos.shape[1])
+        mp = 0 if page_table is None else page_table.shape[1]
+        self._check(self.lib.longattn_bench_forward_kvcache(
+            _ptr(q), _ptr(kc), _ptr(vc), _ptr(out), _ptr(page_table), _ptr(cache_seqlens), _ptr(k_new), _ptr(v_new),
+            _ptr(cos), _ptr(sin), b, sq, kc.shape[0], kc.shape[1], mp, n, hq, kc.shape[2], d, ro, rd, int(causal),
+            int(interleaved), _stream(), self.err, ERR_LEN))
 
     def fp8(self, q, k, v, out, qd, kd, vd, causal, lse=None):
         """e4m3 q / k / v (b, s, h, d), float32 descales (b, hk), out bf16 / f16 / f32."""

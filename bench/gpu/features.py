@@ -9,7 +9,9 @@ square and plain (FA convention); `vs base` is the ratio to the row's base colum
 - packed GQA: 32/8 heads, short seq_q against 8k keys (rule, pack_gqa=on/off);
 - paged K/V: pages 16 / 64 / 256 of a shuffled pool vs the same K/V dense (paged_fill,
   paged_group_k/v variants at page 16);
-- head dims 192 / 128 (DeepSeek-style) vs cuDNN.
+- head dims 192 / 128 (DeepSeek-style) vs cuDNN;
+- kvcache (kvcache.py): FA3's serving call (append + rotary) at decode and chunked prefill,
+  dense and paged 16 / 64, vs attention-only + torch copy + torch rotary.
 """
 import itertools
 import math
@@ -17,6 +19,7 @@ import random
 
 import torch
 
+import kvcache
 import shapes
 from peers import LONGATTN_KERNELS, Impl, capi_impl, fa3_impl, fa3_varlen_impl, make_sets, overrides_hooks, sdpa_impl
 from runner import Row
@@ -154,7 +157,7 @@ def _based(row):
 
 def feature_rows(ctx):
     """(case, builder, tag) of every --features row, in table order; --match also sees the tag
-    (sinks/softcap, ragged, dense, split-KV, packed GQA, paged, split dims)."""
+    (sinks/softcap, ragged, dense, split-KV, packed GQA, paged, split dims, kvcache)."""
     out = []
     for c, full in ((Case(2, 8192, 8192, 16, 16, 128, False), True), (Case(2, 8192, 8192, 16, 16, 128, True), True),
                     (Case(2, 8192, 8192, 16, 16, 64, False), False), (Case(2, 8192, 8192, 16, 16, 256, False), False)):
@@ -174,4 +177,5 @@ def feature_rows(ctx):
     for causal in (False, True):
         out.append((Case(4, 8192, 8192, 16, 16, 192, causal, dv=128), lambda causal=causal: split_dims_row(ctx, causal),
                     "split dims"))
+    out += kvcache.kvcache_rows(ctx)
     return out

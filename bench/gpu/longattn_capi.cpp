@@ -208,6 +208,41 @@ int longattn_bench_forward_paged(void* q, void* k, void* v, void* out, void* pag
   return run(a, stream, err, err_len);
 }
 
+/// FlashAttention-3's kvcache serving call (bf16, issue 17): dense q / out (batch, seq_q,
+/// heads_q, dim); the cache dense (batch, slots, heads_kv, dim) when page_table is null, else
+/// pages (pool, slots = page size, heads_kv, dim) with a device int32 page table (batch,
+/// max_pages); device int32 cache_seqlens (batch). k_new / v_new (batch, seqlen_new, heads_kv,
+/// dim) are appended (null: attention only over cache_seqlens keys); cos / sin (seqlen_ro,
+/// rotary_dim / 2) bf16 rotate q and the new keys (null: no rotary); GPT-NeoX unless
+/// interleaved. The caches are written in place.
+int longattn_bench_forward_kvcache(void* q, void* k_cache, void* v_cache, void* out, void* page_table,
+                                   void* cache_seqlens, void* k_new, void* v_new, void* cos, void* sin, int64_t batch,
+                                   int64_t seq_q, int64_t pool, int64_t slots, int64_t max_pages, int64_t seqlen_new,
+                                   int64_t heads_q, int64_t heads_kv, int64_t dim, int64_t seqlen_ro,
+                                   int64_t rotary_dim, int causal, int interleaved, void* stream, char* err,
+                                   int err_len) {
+  using namespace longattn;
+  const Device g{DeviceKind::cuda, 0};
+  Args a;
+  a.q = make_tensor(q, DType::bf16, {batch, seq_q, heads_q, dim}, g);
+  a.k = make_tensor(k_cache, DType::bf16, {pool, slots, heads_kv, dim}, g);
+  a.v = make_tensor(v_cache, DType::bf16, {pool, slots, heads_kv, dim}, g);
+  a.out = make_tensor(out, DType::bf16, {batch, seq_q, heads_q, dim}, g);
+  if (page_table) a.page_table = make_tensor(page_table, DType::i32, {batch, max_pages}, g);
+  a.seqused_k = make_tensor(cache_seqlens, DType::i32, {batch}, g);
+  if (k_new) {
+    a.kvcache.k_new = make_tensor(k_new, DType::bf16, {batch, seqlen_new, heads_kv, dim}, g);
+    a.kvcache.v_new = make_tensor(v_new, DType::bf16, {batch, seqlen_new, heads_kv, dim}, g);
+  }
+  if (cos) {
+    a.kvcache.rotary_cos = make_tensor(cos, DType::bf16, {seqlen_ro, rotary_dim / 2}, g);
+    a.kvcache.rotary_sin = make_tensor(sin, DType::bf16, {seqlen_ro, rotary_dim / 2}, g);
+  }
+  a.kvcache.rotary_interleaved = interleaved != 0;
+  a.mask.causal = causal != 0;
+  return run(a, stream, err, err_len);
+}
+
 /// Dense bf16 q / k (batch, seq, heads, dim_qk), v (batch, seq, heads_kv, dim_v), out
 /// (batch, seq, heads_q, dim_v): head dims that differ (192 / 128), on the CUDA backend.
 int longattn_bench_forward_split(void* q, void* k, void* v, void* out, int64_t batch, int64_t seq, int64_t heads_q,

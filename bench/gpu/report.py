@@ -210,18 +210,24 @@ def long_table(rows):
     """Features: one line per (row, implementation) with TFLOP/s, time and the ratio to the
     row's base column."""
     hdr = ["row", "mask", "implementation", "ms", "TFLOP/s", "vs base", "max abs diff", "kernels/call", "notes"]
+    wall = any(v.get("wall_us") for r in rows for v in r["impls"].values())
+    if wall:  # per-call wall time from Python, where columns have it (kvcache rows)
+        hdr.insert(4, "wall us")
     body = []
     for r in rows:
         base = r.get("base")
         for name, v in r["impls"].items():
             if v.get("na"):
-                body.append([r["shape"], r["mask"], name, "n/a", "n/a", "n/a", "n/a", "", v["na"][:100]])
+                body.append([r["shape"], r["mask"], name, "n/a"] + ["n/a"] * wall + ["n/a", "n/a", "n/a", "", v["na"][:100]])
                 continue
             q = ratio(r, name, base) if base and name != base else None
             nk = sum(k["n"] for k in v.get("kernels") or [])
             d = v.get("maxdiff")
-            body.append([r["shape"], r["mask"], name, num(v["us"] / 1e3 if v.get("us") else None, ".3f"),
-                         num(v.get("tflops")), num(q, ".3f") if q else ("base" if name == base else ""),
-                         (f"{d:.1e}{flag(d)}" + (f" vs {v['ref']}" if v.get("ref") else "")) if d is not None else "",
-                         f"{nk:g}" if nk else "", v.get("note", "")])
+            line = [r["shape"], r["mask"], name, num(v["us"] / 1e3 if v.get("us") else None, ".3f"),
+                    num(v.get("tflops")), num(q, ".3f") if q else ("base" if name == base else ""),
+                    (f"{d:.1e}{flag(d)}" + (f" vs {v['ref']}" if v.get("ref") else "")) if d is not None else "",
+                    f"{nk:g}" if nk else "", v.get("note", "")]
+            if wall:
+                line.insert(4, num(v.get("wall_us"), ".1f"))
+            body.append(line)
     return md_table(hdr, body)

@@ -95,7 +95,12 @@ def test_tables():
     assert "442 (1.050)" in report.variants_table([r], ["tile=wide", "sections=0"])
     r["base"] = "longattn"
     lt = report.long_table([r])
-    assert "| longattn | 0.082 | 421 | base |" in lt and "| FA3 | 0.073 | 471 | 1.119 |" in lt, lt
+    # The rows carry wall times, so the table has its "wall us" column.
+    assert "| longattn | 0.082 | 100.0 | 421 | base |" in lt and "| FA3 | 0.073 | 90.0 | 471 | 1.119 |" in lt, lt
+    for v in r["impls"].values():
+        v.pop("wall_us", None)
+    lt = report.long_table([r])
+    assert "wall us" not in lt and "| longattn | 0.082 | 421 | base |" in lt, lt
     f8 = fake_row(c.with_(dtype="e4m3"), {"longattn fp8": {"na": "NotSupported: fp8"}, "cuDNN fp8": {"tflops": 900.0, "err": 0.01},
                                          "longattn bf16": {"tflops": 600.0, "err": 0.001}, "FA3 bf16": {"tflops": 700.0}})
     assert "| n/a | 900 | 600 | 700 | n/a | n/a | n/a | n/a | 1.0e-02 | 1.0e-03 | n/a |" in report.fp8_table([f8])

@@ -22,12 +22,78 @@
 
 namespace longattn {
 
+/// FlashAttention-3's serving path (`flash_attn_with_kvcache`), before the attention: new
+/// keys / values appended to a KV cache, rotary embedding of Q and the new keys, and which
+/// cache row / first cache slot each sequence uses. Used with `Args::k` / `Args::v` holding
+/// the cache, dense (batch_cache, seqlen_cache, heads_kv, dim) or paged (num_pages,
+/// page_size, heads_kv, dim) with `Args::page_table` (batch_cache, max_pages), and
+/// `Args::seqused_k` holding each sequence's `cache_seqlens` (the end of its cached keys).
+///
+/// Sequence b (with lp = cache_leftpad[b] or 0, end = seqused_k[b], n = its new keys):
+///  1. Its cache is row r = cache_batch_idx[b] (or b) of k / v (paged: of page_table); cache
+///     slot t of it is k[r, t] (paged: slot t of page page_table[r, t / page_size]).
+///  2. Append: new key i (i < n) is written, after rotary, to slot end + i of k, new value i
+///     to slot end + i of v. No other cache element is written. end + n must fit the cache.
+///  3. Rotary (when rotary_cos / rotary_sin are present; needs k_new): with r0 =
+///     rotary_seqlens[b] (or end), new key i is rotated at position r0 + i; query row i at
+///     r0 + i when the mask is causal or has a window or a chunk, else every row at r0 (as
+///     FlashAttention-3). Rotation of position t by the (cos, sin) row t on pairs of
+///     elements (x, y) within the first rotary_dim elements: (x cos - y sin, x sin + y cos);
+///     interleaved pairs (2i, 2i+1) (GPT-J), else (i, i + rotary_dim / 2) (GPT-NeoX), both
+///     using table column i; the rest is unchanged. The rotated q is rounded to q's dtype
+///     (the caller's q is never written); the rotated keys are what the cache receives.
+///  4. Attention: the keys of sequence b are cache slots [lp, end + n) (end + n - lp keys),
+///     with masks aligned to that count as usual (causal bottom-right).
+/// Validation checks host-resident metadata against all of this before anything is written
+/// (overflowing the cache, page-table entries, rotary table length, indices); device-resident
+/// metadata is checked on the device (see `check`).
+struct KvCacheArgs {
+  /// New keys: dense (batch, seqlen_new, heads_kv, dim_qk), or ragged (total_new, heads_kv,
+  /// dim_qk) with cu_seqlens_k_new. The cache's dtype. Needs v_new and Args::seqused_k.
+  Tensor k_new;
+  /// New values: k_new's layout with last dim dim_v.
+  Tensor v_new;
+  /// Optional int32 (batch + 1): k_new / v_new are ragged (rank 3) when present.
+  Tensor cu_seqlens_k_new;
+  /// Optional int32 (batch): the cache row of each sequence (dense: k's batch index; paged:
+  /// page_table's row). Absent: sequence b uses row b. With duplicate entries and k_new,
+  /// which duplicate's keys land in the shared slots is unspecified (as FlashAttention-3).
+  Tensor cache_batch_idx;
+  /// Optional int32 (batch): the first cache slot of each sequence's keys (left padding);
+  /// 0 <= cache_leftpad[b] <= seqused_k[b]. Absent: 0.
+  Tensor cache_leftpad;
+  /// Optional (seqlen_ro, rotary_dim / 2) tables of q's dtype or float32 (both alike):
+  /// rotary embedding with rotary_dim <= dim_qk. Not for e4m3 inputs.
+  Tensor rotary_cos;
+  /// See rotary_cos.
+  Tensor rotary_sin;
+  /// Optional int32 (batch): rotary position of each sequence's first new key (and query);
+  /// absent: seqused_k[b]. Ignored without rotary_cos (as FlashAttention-3).
+  Tensor rotary_seqlens;
+  /// true: GPT-J pairs (2i, 2i + 1); false: GPT-NeoX pairs (i, i + rotary_dim / 2).
+  bool rotary_interleaved = true;
+  /// CUDA backend with device-resident metadata (which the host cannot read): the same checks
+  /// run in a small kernel before anything is written -- all but the page-table entries of
+  /// pages the attention only reads, which Args::check_page_table covers as without kvcache;
+  /// if one fails, nothing is written to the cache and every sequence attends to no key
+  /// (out 0, LSE -inf). With `check` the host also waits for that kernel (one stream
+  /// synchronization) and returns its first failure as an error naming the argument.
+  bool check = false;
+
+  /// True when any of the serving-path inputs is present.
+  bool any() const {
+    return k_new.present() || v_new.present() || cu_seqlens_k_new.present() || cache_batch_idx.present() ||
+           cache_leftpad.present() || rotary_cos.present() || rotary_sin.present();
+  }
+};
+
 /// Everything one attention forward needs. Optional tensors are absent when `data` is null.
 struct Args {
   /// Queries: dense (batch, seq_q, heads_q, dim_qk) or ragged (total_q, heads_q, dim_qk).
   Tensor q;
   /// Keys: dense (batch, seq_k, heads_kv, dim_qk), ragged (total_k, heads_kv, dim_qk) or
-  /// paged (num_pages, page_size, heads_kv, dim_qk).
+  /// paged (num_pages, page_size, heads_kv, dim_qk). Dense with kvcache.cache_batch_idx:
+  /// (batch_cache, seq_k, heads_kv, dim_qk). Written only by kvcache.k_new's append.
   Tensor k;
   /// Values: same layout as `k` with last dim dim_v (1..512; dim_qk is 1..256).
   Tensor v;
@@ -41,6 +107,8 @@ struct Args {
   /// Optional int32 (batch+1): ragged keys/values when present (k, v are then rank 3).
   Tensor cu_seqlens_k;
   /// Optional int32 (batch): keys actually used per sequence (<= that sequence's capacity).
+  /// With kvcache inputs (KvCacheArgs) it is FlashAttention-3's cache_seqlens: the end of each
+  /// sequence's cached keys before the append (its keys start at cache_leftpad[b]).
   Tensor seqused_k;
   /// Optional int32 (batch): query rows actually used per sequence, 0 <= seqused_q[b] <= that
   /// sequence's rows (dense: seq_q; ragged: its cu_seqlens_q length), as FlashAttention-3's
@@ -50,6 +118,7 @@ struct Args {
   /// and lse keep their previous contents there).
   Tensor seqused_q;
   /// Optional int32 (batch, max_pages): paged K/V when present (k, v are then rank 4 pages).
+  /// With kvcache.cache_batch_idx: (batch_cache, max_pages), indexed by it.
   Tensor page_table;
   /// Largest query length over the batch (after seqused_q). Required when cu_seqlens_q is
   /// device-resident, unless q has no rows; otherwise 0 means "compute it".
@@ -57,6 +126,10 @@ struct Args {
   /// Largest key length over the batch. Same rule as max_seqlen_q, except that device-resident
   /// ragged k / v with no rows (every key sequence empty) need none.
   int64_t max_seqlen_k = 0;
+
+  /// FlashAttention-3's kvcache serving inputs (append, rotary, cache rows, left padding);
+  /// all absent by default. See KvCacheArgs.
+  KvCacheArgs kvcache;
 
   /// Optional float32 (heads_q): per-head attention-sink logits.
   Tensor sinks;

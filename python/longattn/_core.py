@@ -38,6 +38,16 @@ def forward(
     backend: str = "auto",
     num_threads: int = 0,
     check_page_table: bool = False,
+    k_new=None,
+    v_new=None,
+    cu_seqlens_k_new=None,
+    cache_batch_idx=None,
+    cache_leftpad=None,
+    rotary_cos=None,
+    rotary_sin=None,
+    rotary_seqlens=None,
+    rotary_interleaved: bool = True,
+    check_kvcache: bool = False,
 ):
     """Attention forward on NumPy arrays or PyTorch tensors (see longattn/longattn.h).
 
@@ -47,6 +57,12 @@ def forward(
     Returns out, or (out, lse) with return_lse. `out` (if given) must be q's layout with v's
     head dim. `lse` (if given) is a writable float32 LSE array of the documented shape, any
     strides with a contiguous last dim (it implies return_lse).
+
+    KV cache serving (longattn.h KvCacheArgs; k / v are then the cache, seqused_k its
+    cache_seqlens): k_new / v_new are appended into k / v in place (after rotary with
+    rotary_cos / rotary_sin), cu_seqlens_k_new makes them ragged, cache_batch_idx picks each
+    sequence's cache row, cache_leftpad its first slot, rotary_seqlens its rotary start.
+    check_kvcache: the CUDA backend waits for its device-side checks and raises on a failure.
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
         A.check_array(name, x)
@@ -73,6 +89,10 @@ def forward(
         lse = A.empty_like_framework(q, lse_shape, "f32")
     if sinks is not None:
         A.check_array("sinks", sinks)
+    if k_new is not None:  # the cache is written in place
+        for name, x in (("k", k), ("v", v)):
+            if not A.is_writable(x):
+                raise ValueError(f"{name}: array is read-only (k_new / v_new are appended into the cache in place)")
     if softmax_scale is not None:
         softmax_scale = float(softmax_scale)
     w = tuple(window_size) if window_size is not None else (-1, -1)
@@ -95,6 +115,12 @@ def forward(
         "k_descale": A.to_ext(k_descale),
         "v_descale": A.to_ext(v_descale),
     }
+    for name, x in (("k_new", k_new), ("v_new", v_new), ("cu_seqlens_k_new", cu_seqlens_k_new),
+                    ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad),
+                    ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("rotary_seqlens", rotary_seqlens)):
+        if x is not None:
+            A.check_array(name, x)
+            tensors[name] = A.to_ext(x)
     _ext.forward(
         tensors,
         softmax_scale=softmax_scale,
@@ -110,6 +136,8 @@ def forward(
         stream=A.current_stream(q),
         num_threads=int(num_threads),
         check_page_table=bool(check_page_table),
+        rotary_interleaved=bool(rotary_interleaved),
+        check_kvcache=bool(check_kvcache),
     )
     return (out, lse) if return_lse else out
 

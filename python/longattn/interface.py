@@ -4,11 +4,12 @@
 
 Every function takes FA3's arguments with FA3's names, order, defaults and return values
 (see python/README.md for the table). Options that only tune FA3's speed (num_splits,
-pack_gqa, sm_margin, scheduler_metadata, deterministic -- a backward option --,
-rotary_interleaved without rotary) are accepted and ignored: longattn picks its own schedule.
+pack_gqa, sm_margin, scheduler_metadata, deterministic -- a backward option --) are accepted
+and ignored: longattn picks its own schedule.
 Features outside forward attention raise NotImplementedError naming the argument (`qv`,
-and the backward pass); so do the cache-append and rotary arguments of
-flash_attn_with_kvcache until issue 17 adds them. Our extras are keyword-only: `sinks`
+and the backward pass). flash_attn_with_kvcache serves FA3's whole serving path: the append
+of new keys / values into the cache (in place), rotary embedding, cache_batch_idx,
+cache_leftpad and ragged new keys. Our extras are keyword-only: `sinks`
 (float32 per-head logits), `out` (preallocated output), `backend` ("auto" | "cpu" | "cuda" |
 "reference") and `num_threads` (CPU backend).
 
@@ -47,16 +48,6 @@ def _unsupported(**kwargs):
             raise NotImplementedError(f"{name}: not supported by longattn (forward attention only)")
 
 
-def _not_yet(**kwargs):
-    """flash_attn_with_kvcache's cache-append / rotary arguments (issue 17)."""
-    for name, value in kwargs.items():
-        if value is not None:
-            raise NotImplementedError(
-                f"{name}: not supported by longattn yet (appending to the KV cache and rotary "
-                "embeddings inside flash_attn_with_kvcache: issue 17); update the cache and apply "
-                "rotary before the call")
-
-
 def _window(window_size, causal):
     """FA3 ignores the right window under causal (forcing it to 0). longattn rejects a right
     window that conflicts with causal, so drop it: causal alone already bounds the right."""
@@ -75,7 +66,7 @@ def _run(q, k, v, **kw):
     return _torch_ops().run(q, k, v, **kw)
 
 
-def _run_numpy(q, k, v, *, window, seqused_k, q_descale, k_descale, v_descale, cu_seqlens_q, **kw):
+def _run_numpy(q, k, v, *, window, seqused_k, q_descale, k_descale, v_descale, cu_seqlens_q, kvcache=None, **kw):
     batch = (len(cu_seqlens_q) - 1) if cu_seqlens_q is not None else A.shape_of(q)[0]
     if seqused_k is not None and not isinstance(seqused_k, np.ndarray):  # cache_seqlens: int
         seqused_k = np.full(batch, int(seqused_k), dtype=np.int32)
@@ -85,7 +76,7 @@ def _run_numpy(q, k, v, *, window, seqused_k, q_descale, k_descale, v_descale, c
         k_descale = ones if k_descale is None else k_descale
         v_descale = ones if v_descale is None else v_descale
     return _forward(q, k, v, window_size=window, seqused_k=seqused_k, q_descale=q_descale,
-                    k_descale=k_descale, v_descale=v_descale, cu_seqlens_q=cu_seqlens_q, **kw)
+                    k_descale=k_descale, v_descale=v_descale, cu_seqlens_q=cu_seqlens_q, **(kvcache or {}), **kw)
 
 
 def flash_attn_func(
@@ -220,24 +211,55 @@ def flash_attn_with_kvcache(
     backend: str = "auto",
     num_threads: int = 0,
 ):
-    """Attention over a KV cache (prefill over a cached prefix: causal aligns bottom-right to
-    each sequence's cache_seqlens). k_cache/v_cache dense (batch, seqlen_cache, nheads_k,
-    headdim) or paged (num_pages, page_size, nheads_k, headdim) with page_table int32
-    (batch, max_pages); q dense, or ragged with cu_seqlens_q (+ max_seqlen_q). cache_seqlens:
-    int or int32 (batch); None: the whole cache. The cache is read, never updated.
+    """Attention over a KV cache, FlashAttention-3's serving call (decode and chunked prefill).
+
+    k_cache/v_cache dense (batch_cache, seqlen_cache, nheads_k, headdim) or paged (num_pages,
+    page_size, nheads_k, headdim) with page_table int32 (batch_cache, max_pages); q dense, or
+    ragged with cu_seqlens_q (+ max_seqlen_q). cache_seqlens: int or int32 (batch), the cached
+    keys of each sequence (None: the whole cache).
+
+    As FA3: k / v (batch, seqlen_new, nheads_k, headdim), or ragged (total_new, ...) with
+    cu_seqlens_k_new, are written *in place* into k_cache / v_cache at slots cache_seqlens[b]
+    .. + new, then attention runs over the cache with them (causal aligned bottom-right). With
+    rotary_cos / rotary_sin (seqlen_ro, rotary_dim / 2) (q's dtype or float32), the new keys
+    are rotated at positions r0 + i and q at r0 + i (causal or local) or r0 (otherwise), where
+    r0 = rotary_seqlens[b] if given else cache_seqlens[b]; rotary_interleaved: GPT-J pairs
+    (0, 1), (2, 3)... else GPT-NeoX (i, i + rotary_dim / 2). The caller's q is never modified.
+    cache_batch_idx (batch) picks each sequence's cache row (page_table row), cache_leftpad
+    (batch) its first cache slot (keys are slots cache_leftpad[b] .. cache_seqlens[b] + new).
     Returns out, or with return_softmax_lse=True FA3's tuple (out, softmax_lse, out_accum,
     softmax_lse_accum), the last two empty (no split-KV accumulators).
     """
     _unsupported(qv=qv)
-    _not_yet(k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin, cache_batch_idx=cache_batch_idx,
-             cache_leftpad=cache_leftpad, cu_seqlens_k_new=cu_seqlens_k_new, rotary_seqlens=rotary_seqlens)
+    if (k is None) != (v is None):
+        raise ValueError("k: k and v (the new keys and values) must be given together" if k is None
+                         else "v: k and v (the new keys and values) must be given together")
+    rotary = rotary_cos is not None or rotary_sin is not None
+    kvcache = {}
+    for name, x in (("k_new", k), ("v_new", v), ("cu_seqlens_k_new", cu_seqlens_k_new),
+                    ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad),
+                    ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin),
+                    ("rotary_seqlens", rotary_seqlens if rotary else None)):  # FA3 ignores it without rotary
+        if x is not None:
+            kvcache[name] = x
+    window = _window(window_size, causal)
+    if rotary and not causal:
+        # FA3 treats a window at least as wide as everything as no window (the keys it allows
+        # are the same), and then rotates every query at r0: drop such windows likewise.
+        ks = A.shape_of(k_cache)
+        seqlen_k = ks[1] if page_table is None else ks[1] * A.shape_of(page_table)[1]
+        seqlen_q = max_seqlen_q if cu_seqlens_q is not None else A.shape_of(q)[1]
+        wl, wr = window
+        window = (-1 if wl >= seqlen_k - 1 else wl, -1 if seqlen_q and wr >= seqlen_q - 1 else wr)
+    if kvcache:
+        kvcache["rotary_interleaved"] = bool(rotary_interleaved)
     res = _run(q, k_cache, v_cache, return_lse=return_softmax_lse, out=out, cu_seqlens_q=cu_seqlens_q,
                cu_seqlens_k=None, seqused_q=None, seqused_k=cache_seqlens, page_table=page_table,
                max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=0, sinks=sinks,
                q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
                softmax_scale=softmax_scale, softcap=softcap, causal=causal,
-               window=_window(window_size, causal), attention_chunk=attention_chunk,
-               backend=backend, num_threads=num_threads)
+               window=window, attention_chunk=attention_chunk,
+               backend=backend, num_threads=num_threads, kvcache=kvcache or None)
     if not return_softmax_lse:
         return res
     return (res[0], res[1]) + _empty_accumulators(res[1])

@@ -1,7 +1,8 @@
 """PyTorch integration: longattn's forward and combine as torch.library custom ops.
 
-Importing this module registers `torch.ops.longattn.fwd` and `torch.ops.longattn.combine`,
-each with a fake (meta) implementation, so graphs that call the FlashAttention-3 style
+Importing this module registers `torch.ops.longattn.fwd`, `torch.ops.longattn.fwd_kvcache`
+(flash_attn_with_kvcache's append / rotary path; it mutates the caches) and
+`torch.ops.longattn.combine`, each with a fake (meta) implementation, so graphs that call the FlashAttention-3 style
 functions compile with `torch.compile(fullgraph=True)` and export without a graph break.
 `longattn.flash_attn_*` route torch tensors here by themselves (this module is imported on
 the first torch call); NumPy arrays never reach it, and `import longattn` never imports torch.
@@ -22,7 +23,7 @@ import torch
 from . import _longattn as _ext
 from ._core import combine as _combine
 
-__all__ = ["fwd", "combine", "run", "run_combine", "flash_attn_func", "flash_attn_varlen_func"]
+__all__ = ["fwd", "fwd_kvcache", "combine", "run", "run_combine", "flash_attn_func", "flash_attn_varlen_func"]
 
 _FP8 = getattr(torch, "float8_e4m3fn", None)
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
@@ -50,9 +51,12 @@ def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqle
              seqused_q=None, seqused_k=None, page_table=None, max_seqlen_q=0, max_seqlen_k=0,
              sinks=None, q_descale=None, k_descale=None, v_descale=None, softmax_scale=None,
              softcap=0.0, causal=False, window_size=(-1, -1), attention_chunk=0, backend="auto",
-             num_threads=0):
+             num_threads=0, kvcache=None):
     """longattn.forward for torch tensors (the same contract as _core.forward), with outputs
-    allocated by torch and the tensors described to the extension without DLPack."""
+    allocated by torch and the tensors described to the extension without DLPack. kvcache:
+    {name: tensor} of the KV-cache serving inputs (k_new, v_new, cu_seqlens_k_new,
+    cache_batch_idx, cache_leftpad, rotary_cos, rotary_sin, rotary_seqlens) and
+    rotary_interleaved; k / v are then the cache, written in place by an append."""
     if out is None:
         odt = torch.bfloat16 if q.dtype == _FP8 else q.dtype
         if odt not in _DTYPE_NAMES:
@@ -71,10 +75,17 @@ def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqle
                     ("v_descale", v_descale)):
         if x is not None:
             t[name] = _desc(name, x)
+    interleaved = True
+    for name, x in (kvcache or {}).items():
+        if name == "rotary_interleaved":
+            interleaved = bool(x)
+        elif x is not None:
+            t[name] = _desc(name, x)
     stream = torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else 0
     _ext.forward(t, None if softmax_scale is None else float(softmax_scale), float(softcap or 0.0),
                  bool(causal), False, int(window_size[0]), int(window_size[1]), int(attention_chunk or 0),
-                 int(max_seqlen_q or 0), int(max_seqlen_k or 0), backend, stream, int(num_threads), False)
+                 int(max_seqlen_q or 0), int(max_seqlen_k or 0), backend, stream, int(num_threads), False,
+                 interleaved)
     return (out, lse) if return_lse else out
 
 
@@ -128,6 +139,63 @@ def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_ta
     return out, lse
 
 
+# FlashAttention-3's kvcache serving call: the append writes k_cache / v_cache in place, so this
+# op declares them mutated (torch.compile / export then keep the write, functionalized). A
+# separate op so that plain attention (longattn::fwd) stays mutation-free. Mutable custom ops
+# take no autograd formula: it is inference-only by construction.
+@torch.library.custom_op("longattn::fwd_kvcache", mutates_args=("k_cache", "v_cache"))
+def fwd_kvcache(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    k_new: Optional[torch.Tensor],
+    v_new: Optional[torch.Tensor],
+    cu_seqlens_q: Optional[torch.Tensor],
+    cu_seqlens_k_new: Optional[torch.Tensor],
+    cache_seqlens: Optional[torch.Tensor],
+    cache_batch_idx: Optional[torch.Tensor],
+    cache_leftpad: Optional[torch.Tensor],
+    page_table: Optional[torch.Tensor],
+    rotary_cos: Optional[torch.Tensor],
+    rotary_sin: Optional[torch.Tensor],
+    rotary_seqlens: Optional[torch.Tensor],
+    rotary_interleaved: bool,
+    max_seqlen_q: int,
+    sinks: Optional[torch.Tensor],
+    q_descale: Optional[torch.Tensor],
+    k_descale: Optional[torch.Tensor],
+    v_descale: Optional[torch.Tensor],
+    softmax_scale: Optional[float],
+    softcap: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    attention_chunk: int,
+    backend: str,
+    num_threads: int,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse) of flash_attn_with_kvcache's serving path: k_new / v_new appended into
+    k_cache / v_cache (in place), rotary, cache rows and left padding (longattn.h KvCacheArgs)."""
+    kv = {"k_new": k_new, "v_new": v_new, "cu_seqlens_k_new": cu_seqlens_k_new, "cache_batch_idx": cache_batch_idx,
+          "cache_leftpad": cache_leftpad, "rotary_cos": rotary_cos, "rotary_sin": rotary_sin,
+          "rotary_seqlens": rotary_seqlens, "rotary_interleaved": rotary_interleaved}
+    return _forward(
+        q, k_cache, v_cache, return_lse=True, cu_seqlens_q=cu_seqlens_q, seqused_k=cache_seqlens,
+        page_table=page_table, max_seqlen_q=max_seqlen_q, sinks=sinks, q_descale=q_descale, k_descale=k_descale,
+        v_descale=v_descale, softmax_scale=softmax_scale, softcap=softcap, causal=causal,
+        window_size=(window_left, window_right), attention_chunk=attention_chunk, backend=backend,
+        num_threads=num_threads, kvcache=kv,
+    )
+
+
+@fwd_kvcache.register_fake
+def _fwd_kvcache_fake(q, k_cache, v_cache, k_new, v_new, cu_seqlens_q, *rest):
+    out_dtype = torch.bfloat16 if q.dtype == _FP8 else q.dtype
+    out = q.new_empty(tuple(q.shape[:-1]) + (v_cache.shape[-1],), dtype=out_dtype)
+    lse_shape = (q.shape[1], q.shape[0]) if cu_seqlens_q is not None else (q.shape[0], q.shape[2], q.shape[1])
+    return out, q.new_empty(lse_shape, dtype=torch.float32)
+
+
 @torch.library.custom_op("longattn::combine", mutates_args=())
 def combine(out_partial: torch.Tensor, lse_partial: torch.Tensor, out_dtype: Optional[torch.dtype],
             backend: str) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -177,9 +245,10 @@ def _batch(q, cu_seqlens_q) -> int:
 
 def run(q, k, v, *, return_lse, out, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table,
         max_seqlen_q, max_seqlen_k, sinks, q_descale, k_descale, v_descale, softmax_scale, softcap,
-        causal, window, attention_chunk, backend, num_threads):
+        causal, window, attention_chunk, backend, num_threads, kvcache=None):
     """One FA3-style forward on torch tensors (interface.py normalised the arguments):
-    FA3 defaults filled in with torch ops (traceable), then the op or its body."""
+    FA3 defaults filled in with torch ops (traceable), then the op or its body. kvcache: the
+    serving inputs of flash_attn_with_kvcache (longattn::fwd_kvcache)."""
     if seqused_k is not None and not isinstance(seqused_k, torch.Tensor):  # cache_seqlens: int
         seqused_k = torch.full((_batch(q, cu_seqlens_q),), int(seqused_k), dtype=torch.int32, device=k.device)
     for name, x in (("k", k), ("v", v), ("out", out), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
@@ -196,6 +265,12 @@ def run(q, k, v, *, return_lse, out, cu_seqlens_q, cu_seqlens_k, seqused_q, sequ
         # FA3: max_seqlen_k = 0 promises every key sequence is empty. Device metadata cannot be
         # read, so say it with k / v of no rows (host metadata is simply read).
         k, v = k[:0], v[:0]
+    if kvcache:
+        return _run_kvcache(q, k, v, kvcache, return_lse=return_lse, out=out, cu_seqlens_q=cu_seqlens_q,
+                            seqused_k=seqused_k, page_table=page_table, max_seqlen_q=max_seqlen_q, sinks=sinks,
+                            q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
+                            softmax_scale=softmax_scale, softcap=softcap, causal=causal, window=window,
+                            attention_chunk=attention_chunk, backend=backend, num_threads=num_threads)
     if _direct(q, k, v, sinks, q_descale, k_descale, v_descale, out):
         return _forward(
             q, k, v, out=out, return_lse=return_lse, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
@@ -207,6 +282,34 @@ def run(q, k, v, *, return_lse, out, cu_seqlens_q, cu_seqlens_k, seqused_q, sequ
                  int(max_seqlen_k), sinks, q_descale, k_descale, v_descale,
                  None if softmax_scale is None else float(softmax_scale), float(softcap), bool(causal),
                  int(window[0]), int(window[1]), int(attention_chunk), backend, int(num_threads))
+    if out is not None:
+        out.copy_(o)
+        o = out
+    return (o, lse) if return_lse else o
+
+
+def _run_kvcache(q, k, v, kv, *, return_lse, out, cu_seqlens_q, seqused_k, page_table, max_seqlen_q, sinks,
+                 q_descale, k_descale, v_descale, softmax_scale, softcap, causal, window, attention_chunk,
+                 backend, num_threads):
+    """flash_attn_with_kvcache's serving call: the op's body directly in eager mode, else the op."""
+    names = ("k_new", "v_new", "cu_seqlens_k_new", "cache_batch_idx", "cache_leftpad", "rotary_cos", "rotary_sin",
+             "rotary_seqlens")
+    for name in names:
+        x = kv.get(name)
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor (like q), got {type(x).__name__}")
+    if _direct(q, k, v, sinks, q_descale, k_descale, v_descale, out, *(kv.get(n) for n in names)):
+        return _forward(
+            q, k, v, out=out, return_lse=return_lse, cu_seqlens_q=cu_seqlens_q, seqused_k=seqused_k,
+            page_table=page_table, max_seqlen_q=max_seqlen_q, sinks=sinks, q_descale=q_descale, k_descale=k_descale,
+            v_descale=v_descale, softmax_scale=softmax_scale, softcap=softcap, causal=causal, window_size=window,
+            attention_chunk=attention_chunk, backend=backend, num_threads=num_threads, kvcache=kv)
+    o, lse = fwd_kvcache(q, k, v, *(kv.get(n) for n in names[:2]), cu_seqlens_q, kv.get("cu_seqlens_k_new"), seqused_k,
+                         kv.get("cache_batch_idx"), kv.get("cache_leftpad"), page_table, kv.get("rotary_cos"),
+                         kv.get("rotary_sin"), kv.get("rotary_seqlens"), bool(kv.get("rotary_interleaved", True)),
+                         int(max_seqlen_q), sinks, q_descale, k_descale, v_descale,
+                         None if softmax_scale is None else float(softmax_scale), float(softcap), bool(causal),
+                         int(window[0]), int(window[1]), int(attention_chunk), backend, int(num_threads))
     if out is not None:
         out.copy_(o)
         o = out

@@ -157,7 +157,8 @@ void call_released(Call call) {
 void forward(nb::dict t, std::optional<float> softmax_scale, float softcap, bool causal,
              bool top_left, int64_t window_left, int64_t window_right, int64_t chunk_size,
              int64_t max_seqlen_q, int64_t max_seqlen_k, const std::string& backend,
-             uintptr_t stream, int num_threads, bool check_page_table) {
+             uintptr_t stream, int num_threads, bool check_page_table, bool rotary_interleaved,
+             bool check_kvcache) {
   auto get = [&](const char* name) { return tensor_arg(t, name); };
   longattn::Args a;
   a.q = get("q");
@@ -187,6 +188,17 @@ void forward(nb::dict t, std::optional<float> softmax_scale, float softcap, bool
   a.stream = reinterpret_cast<void*>(stream);
   a.num_threads = num_threads;
   a.check_page_table = check_page_table;
+  longattn::KvCacheArgs& kc = a.kvcache;  // FlashAttention-3's kvcache serving inputs
+  kc.k_new = get("k_new");
+  kc.v_new = get("v_new");
+  kc.cu_seqlens_k_new = get("cu_seqlens_k_new");
+  kc.cache_batch_idx = get("cache_batch_idx");
+  kc.cache_leftpad = get("cache_leftpad");
+  kc.rotary_cos = get("rotary_cos");
+  kc.rotary_sin = get("rotary_sin");
+  kc.rotary_seqlens = get("rotary_seqlens");
+  kc.rotary_interleaved = rotary_interleaved;
+  kc.check = check_kvcache;
   call_released([&] { return longattn::forward(a); });
 }
 
@@ -210,8 +222,10 @@ NB_MODULE(_longattn, m) {
         nb::arg("softcap"), nb::arg("causal"), nb::arg("top_left"), nb::arg("window_left"),
         nb::arg("window_right"), nb::arg("chunk_size"), nb::arg("max_seqlen_q"),
         nb::arg("max_seqlen_k"), nb::arg("backend"), nb::arg("stream"), nb::arg("num_threads"),
-        nb::arg("check_page_table"),
-        "longattn::forward on DLPack tensors given as {name: (array, dtype override)}.");
+        nb::arg("check_page_table"), nb::arg("rotary_interleaved") = true, nb::arg("check_kvcache") = false,
+        "longattn::forward on DLPack tensors given as {name: (array, dtype override)}; the kvcache inputs "
+        "(k_new, v_new, cu_seqlens_k_new, cache_batch_idx, cache_leftpad, rotary_cos, rotary_sin, "
+        "rotary_seqlens) by the same names.");
   m.def("combine", &combine, nb::arg("tensors"), nb::arg("backend"), nb::arg("stream"),
         "longattn::combine on DLPack tensors.");
   m.def("cuda_available", &longattn::cuda_available,

@@ -41,9 +41,17 @@ Status require_cpu_isa(CpuIsa isa) {
                               " is not available on this CPU (available: " + have + ")");
 }
 
-Status run_cpu(const Args& a, const detail::Problem& p) {
-  LONGATTN_TRY(require_cpu_isa(a.cpu_isa));
-  return detail::cpu_forward(a, p);
+// A host backend: with kvcache's append / rotary, those run first on the host (into the
+// caller's cache; the rotated q into a copy), then the backend attends over the cache.
+Status run_host(Backend b, const Args& a, const detail::Problem& p) {
+  if (b == Backend::cpu) LONGATTN_TRY(require_cpu_isa(a.cpu_isa));  // refused before the cache is written
+  auto attend = [b](const Args& x, const detail::Problem& y) {
+    return b == Backend::reference ? detail::reference_forward(x, y) : detail::cpu_forward(x, y);
+  };
+  if (!p.kvc.append && !p.kvc.rotary) return attend(a, p);
+  detail::HostKvcache h;
+  LONGATTN_TRY(detail::host_kvcache_apply(a, p, &h));
+  return attend(h.attn, h.problem);
 }
 
 }  // namespace
@@ -55,18 +63,16 @@ Status detail::forward_with(const Args& a, const Overrides& ov) {
   LONGATTN_TRY(detail::build_problem(a, &p));
   switch (a.backend) {
     case Backend::reference:
-      LONGATTN_TRY(require_host(a.backend, p.device));
-      return detail::reference_forward(a, p);
     case Backend::cpu:
       LONGATTN_TRY(require_host(a.backend, p.device));
-      return run_cpu(a, p);
+      return run_host(a.backend, a, p);
     case Backend::cuda:
       LONGATTN_TRY(require_cuda(p.device));
       return detail::cuda_forward(a, p, ov);
     case Backend::automatic:
       // Tensors decide: host memory goes to the CPU backend; device memory can only be
       // served by the CUDA backend, and only where one exists.
-      if (p.device.kind == DeviceKind::cpu) return run_cpu(a, p);
+      if (p.device.kind == DeviceKind::cpu) return run_host(Backend::cpu, a, p);
       LONGATTN_TRY(require_cuda_device(p.device));
       return detail::cuda_forward(a, p, ov);
   }

@@ -19,6 +19,7 @@ SeqInfo seq_info(const Args& a, const Problem& p, int64_t b) {
   } else {
     s.q_len = a.q.shape[1];
   }
+  s.kv_row = b;
   switch (p.kv) {
     case KvLayout::dense: s.k_len = a.k.shape[1]; break;
     case KvLayout::ragged:
@@ -29,6 +30,23 @@ SeqInfo seq_info(const Args& a, const Problem& p, int64_t b) {
   }
   if (p.has_seqused_q) s.q_len = read_i32(a.seqused_q, b);
   if (p.has_seqused_k) s.k_len = read_i32(a.seqused_k, b);
+  const KvCacheInfo& c = p.kvc;
+  if (c.any) {  // dense / paged cache (validation): keys are slots [leftpad, end + new)
+    const KvCacheArgs& kc = a.kvcache;
+    s.cache_end = s.k_len;
+    if (c.batch_idx) s.kv_row = read_i32(kc.cache_batch_idx, b);
+    if (c.leftpad) s.k_start = read_i32(kc.cache_leftpad, b);
+    if (c.append) {
+      if (c.new_ragged) {
+        s.new_start = read_i32(kc.cu_seqlens_k_new, b);
+        s.new_len = read_i32(kc.cu_seqlens_k_new, b + 1) - s.new_start;
+      } else {
+        s.new_len = c.seqlen_new;
+      }
+    }
+    s.rot0 = c.rotary && kc.rotary_seqlens.present() ? read_i32(kc.rotary_seqlens, b) : s.cache_end;
+    s.k_len = s.cache_end - s.k_start + s.new_len;
+  }
   return s;
 }
 
@@ -46,17 +64,18 @@ int64_t out_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s,
   return b * st[0] + i * st[1] + h * st[2];
 }
 
-static int64_t kv_offset(const Tensor& t, const Args& a, const Problem& p, int64_t b,
+static int64_t kv_offset(const Tensor& t, const Args& a, const Problem& p, int64_t /*b*/,
                          const SeqInfo& s, int64_t j, int64_t hk) {
   const int64_t* st = t.stride;
   switch (p.kv) {
-    case KvLayout::dense: return b * st[0] + j * st[1] + hk * st[2];
+    case KvLayout::dense: return s.kv_row * st[0] + (s.k_start + j) * st[1] + hk * st[2];
     case KvLayout::ragged: return (s.k_start + j) * st[0] + hk * st[1];
-    case KvLayout::paged: {
+    case KvLayout::paged: {  // cache slot t = k_start + j of page-table row kv_row
       const Tensor& pt = a.page_table;
+      const int64_t t = s.k_start + j;
       int64_t page = static_cast<const int32_t*>(
-          pt.data)[b * pt.stride[0] + (j / p.page_size) * pt.stride[1]];
-      return page * st[0] + (j % p.page_size) * st[1] + hk * st[2];
+          pt.data)[s.kv_row * pt.stride[0] + (t / p.page_size) * pt.stride[1]];
+      return page * st[0] + (t % p.page_size) * st[1] + hk * st[2];
     }
   }
   return 0;

@@ -168,8 +168,8 @@ Status build_problem(const Args& a, Problem* out_problem) {
   }
   const int64_t total_q = p.q_ragged ? a.q.shape[0] : 0;
   switch (p.kv) {
-    case KvLayout::dense:
-      if (a.k.shape[0] != p.batch)
+    case KvLayout::dense:  // with kvcache.cache_batch_idx, k's batch holds the cache rows it indexes
+      if (a.k.shape[0] != p.batch && !a.kvcache.cache_batch_idx.present())
         return invalid("k: batch " + to_string(a.k.shape[0]) + " differs from q's batch " +
                        to_string(p.batch));
       p.max_seq_k = a.k.shape[1];
@@ -182,9 +182,12 @@ Status build_problem(const Args& a, Problem* out_problem) {
       p.page_size = a.k.shape[1];
       if (p.page_size < 1)
         return invalid("k: page size " + to_string(p.page_size) + ", expected at least 1");
-      if (a.page_table.rank != 2 || a.page_table.shape[0] != p.batch)
+      if (a.kvcache.cache_batch_idx.present() && a.page_table.rank == 2) {
+        // rows are indexed by cache_batch_idx (checked with it)
+      } else if (a.page_table.rank != 2 || a.page_table.shape[0] != p.batch) {
         return invalid("page_table: shape " + shape_str(a.page_table) + ", expected (" +
                        to_string(p.batch) + ", max_pages) (batch, max_pages)");
+      }
       p.max_pages = a.page_table.shape[1];
       p.max_seq_k = p.max_pages * p.page_size;
       break;
@@ -204,6 +207,7 @@ Status build_problem(const Args& a, Problem* out_problem) {
     LONGATTN_TRY(check_shape("seqused_k", a.seqused_k, {p.batch}, "(batch)"));
     p.has_seqused_k = true;
   }
+  LONGATTN_TRY(check_kvcache_args(a, &p));
   if (a.seqused_q.present()) {
     LONGATTN_TRY(check_shape("seqused_q", a.seqused_q, {p.batch}, "(batch)"));
     p.has_seqused_q = true;
@@ -294,9 +298,19 @@ Status build_problem(const Args& a, Problem* out_problem) {
     int64_t max_k = 0;
     if (p.kv == KvLayout::ragged)
       LONGATTN_TRY(check_cu_seqlens("cu_seqlens_k", a.cu_seqlens_k, a.k.shape[0], "k", &max_k));
+    if (p.kvc.new_ragged) {
+      int64_t max_new = 0;
+      LONGATTN_TRY(check_cu_seqlens("cu_seqlens_k_new", a.kvcache.cu_seqlens_k_new, p.kvc.seqlen_new, "k_new", &max_new));
+    }
     // Capacity of each sequence, then the keys actually used.
     int64_t max_used = 0;
     for (int64_t b = 0; b < p.batch; ++b) {
+      if (p.kvc.any) {  // a dense or paged cache: rows, left padding, the append, pages, rotary
+        const SeqInfo s = seq_info(a, p, b);
+        LONGATTN_TRY(check_kvcache_sequence(a, p, b, s));
+        max_used = std::max(max_used, s.k_len);
+        continue;
+      }
       int64_t cap = p.kv == KvLayout::ragged ? read_i32(a.cu_seqlens_k, b + 1) - read_i32(a.cu_seqlens_k, b)
                                              : p.max_seq_k;
       int64_t used = cap;
@@ -322,7 +336,7 @@ Status build_problem(const Args& a, Problem* out_problem) {
       LONGATTN_TRY(check_max_seqlen("max_seqlen_k", a.max_seqlen_k, max_k));
       p.max_seq_k = max_k;
     }
-    if (p.kv != KvLayout::dense && p.has_seqused_k) p.max_seq_k = max_used;
+    if (p.kv == KvLayout::paged && (p.has_seqused_k || p.kvc.any)) p.max_seq_k = max_used;
   } else {
     // Device metadata cannot be read here: the caller's maxima bound the work. Ragged tensors
     // with no rows need none (every sequence is empty, whatever cu_seqlens holds).
@@ -351,6 +365,15 @@ Status build_problem(const Args& a, Problem* out_problem) {
     LONGATTN_TRY(check_no_overlap("lse", a.lse, name, *t));
   }
   LONGATTN_TRY(check_no_overlap("lse", a.lse, "out", a.out));
+  const KvCacheArgs& kc = a.kvcache;
+  for (auto [name, t] : {std::pair{"k_new", &kc.k_new}, std::pair{"v_new", &kc.v_new},
+                         std::pair{"cu_seqlens_k_new", &kc.cu_seqlens_k_new},
+                         std::pair{"cache_batch_idx", &kc.cache_batch_idx},
+                         std::pair{"cache_leftpad", &kc.cache_leftpad}, std::pair{"rotary_cos", &kc.rotary_cos},
+                         std::pair{"rotary_sin", &kc.rotary_sin}}) {
+    LONGATTN_TRY(check_no_overlap("out", a.out, name, *t));
+    LONGATTN_TRY(check_no_overlap("lse", a.lse, name, *t));
+  }
 
   *out_problem = p;
   return Status::Ok();

@@ -12,6 +12,7 @@
 #include "common/overrides.h"
 #include "common/problem.h"
 #include "cuda/device_guard.h"
+#include "cuda/kvcache_prepass.h"
 #include "cuda/launch_args.h"
 #include "cuda/plan.h"
 #include "cuda/sm90/launch.h"
@@ -182,9 +183,26 @@ struct SplitScratch {
   }
 };
 
+// Args::kvcache: the pre-kernels (append_rotary.cu) write the new keys into the cache and the
+// rotated q into scratch; then the attention-only arguments they describe (kvcache_prepass.h)
+// run through cuda_forward. Everything is refused or checked before the cache is written.
+Status kvcache_forward(const Args& a, const Problem& p, const Overrides& ov) {
+  cuda::DeviceGuard guard(p.device.ordinal);
+  if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));
+  cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
+  cuda::KvcachePrepass kv;
+  LONGATTN_TRY(cuda::kvcache_prepare(a, p, stream, &kv));
+  Status s = check_supported(kv.attn, kv.problem);
+  if (s.ok()) s = cuda::kvcache_run(kv, guard.num_sms(), a.kvcache.check, stream);
+  if (s.ok()) s = cuda_forward(kv.attn, kv.problem, ov);
+  const cudaError_t e = kv.release(stream);
+  return !s.ok() || e == cudaSuccess ? s : cuda_error("kvcache scratch", e);
+}
+
 }  // namespace
 
 Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
+  if (p.kvc.any) return kvcache_forward(a, p, ov);
   LONGATTN_TRY(check_supported(a, p));
   cuda::DeviceGuard guard(p.device.ordinal);
   if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));

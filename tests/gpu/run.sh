@@ -16,10 +16,13 @@
 #   fsan      memcheck / racecheck on small fp8 cases (the V transposer, the Vt ring)
 #   psan      memcheck / racecheck on small paged cases
 #   gsan      memcheck / racecheck on small packed-GQA cases
+#   ksan      memcheck / racecheck on small kvcache cases (append + rotary pre-kernels, issue 17)
 #   bench     bench/gpu/bench.py's headline suite (issue 20's table: FA3, cuDNN, longattn;
 #             same-input and rotating-input kernel times, per-call wall times)
 #   long      --long (64k..256k, 32/8 heads)        window    --window (windows, chunks)
-#   features  --features (sinks, softcap, ragged, split-KV, packed GQA, paged, 192/128)
+#   features  --features (sinks, softcap, ragged, split-KV, packed GQA, paged, 192/128, kvcache)
+#   kvcache   --features --match kvcache: decode and chunked prefill through the kvcache call
+#             (append + rotary) vs attention-only + torch copy + torch rotary (issue 17)
 #   fp8       --fp8 (longattn fp8, cuDNN fp8 via .whl's cudnn-frontend, bf16 references)
 #   variants  --variants (longattn override columns: tile, sections, dynamic, rescale)
 #   pytest    the Python package's GPU tests (pytest -m gpu tests/python)
@@ -155,10 +158,16 @@ for st in $STAGES; do
       GF='PackGqa/GpuPackGqa.MatchesReference/sq16_*:PackGqa/GpuPackGqa.MatchesReference/*_s205:PackGqa/GpuPackGqa.MatchesReference/*_s207'
       run memcheck_gqa compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$GF"
       run racecheck_gqa compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='PackGqa/GpuPackGqa.MatchesReference/*_s201' ;;
+    ksan)
+      # Issue 17: the kvcache pre-kernels (metadata check, append + rotary, page-table gather).
+      KF='GpuKvcache.DecodeDenseAndPaged:GpuKvcache.RaggedNewKeysAndQueries:GpuKvcache.CacheBatchIdxDenseAndPaged:GpuKvcache.CacheLeftpadDense:GpuKvcache.BadDeviceMetadataWritesNothing:GpuKvcache.ReportsEachDeviceCheck'
+      run memcheck_kv compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$KF"
+      run racecheck_kv compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuKvcache.DecodeDenseAndPaged:GpuKvcache.BadDeviceMetadataWritesNothing' ;;
     bench) bench bench --headline ;;
     long) bench long --long ;;
     window) bench window --window ;;
     features) bench features --features ;;
+    kvcache) bench kvcache --features --match kvcache ;;
     fp8) bench fp8 --fp8 ;;
     variants) bench variants --variants ;;
     pytest)  # the Python package's GPU tests (torch tensors on the device) through $PYPKG

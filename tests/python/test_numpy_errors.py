@@ -114,11 +114,18 @@ def test_unsupported_func_args(rng, arg):
         longattn.flash_attn_func(q, k, v, **{arg: q})
 
 
-def test_unsupported_varlen_and_kvcache_args(rng):
+def test_kvcache_serving_args_misused_are_named(rng):
+    """The kvcache serving inputs (issue 17) in wrong shapes or without what they need:
+    ValueError naming the argument (test_kvcache.py covers them working)."""
     q, k, v = qkv(rng)
-    for arg in ["k", "v", "rotary_cos", "cache_batch_idx", "cache_leftpad", "cu_seqlens_k_new"]:
-        with pytest.raises(NotImplementedError, match=arg):
-            longattn.flash_attn_with_kvcache(q, k, v, **{arg: k})
+    lens = np.full(q.shape[0], 2, np.int32)
+    for kw, arg in ((dict(k=k), "v"), (dict(v=v), "k"), (dict(k=k, v=v), "seqused_k"),
+                    (dict(k=k, v=v, cache_seqlens=lens, cu_seqlens_k_new=lens), "k_new"),
+                    (dict(rotary_cos=k[0, :, 0], rotary_sin=k[0, :, 0]), "rotary_cos"),
+                    (dict(cache_batch_idx=lens.astype(np.float32)), "cache_batch_idx"),
+                    (dict(cache_leftpad=lens[:0]), "cache_leftpad")):
+        with pytest.raises(ValueError, match=f"^{arg}:"):
+            longattn.flash_attn_with_kvcache(q, k, v, **kw)
 
 
 def test_cuda_backend_on_host_arrays(rng):
