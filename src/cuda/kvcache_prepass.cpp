@@ -80,7 +80,7 @@ Status kvcache_prepare(const Args& a, const detail::Problem& p, cudaStream_t str
   const detail::KvCacheInfo& c = p.kvc;
   const KvCacheArgs& kc = a.kvcache;
   const bool paged = p.kv == KvLayout::paged;
-  if (paged && c.leftpad) return not_yet("cache_leftpad with a paged cache");
+  if (paged && c.leftpad) return not_yet("cache_leftpad: left padding of a paged cache");
   const bool view = !paged && (c.batch_idx || c.leftpad);
   if (view && (!flattenable(a.k) || !flattenable(a.v)))
     return Status::NotSupported(

@@ -81,7 +81,7 @@ else
   EXT=$(ls "$BIN"/_longattn*.so 2>/dev/null | head -1)
 fi
 if [ -n "$EXT" ]; then
-  rm -rf "$PYPKG" && mkdir -p "$PYPKG/longattn" && cp python/longattn/*.py "$EXT" "$PYPKG/longattn/" &&
+  rm -rf "$PYPKG" && mkdir -p "$PYPKG" && cp -r python/longattn "$PYPKG/" && cp "$EXT" "$PYPKG/longattn/" &&
     export PYTHONPATH=$PYPKG${PYTHONPATH:+:$PYTHONPATH}
 else
   say "no Python extension: the benchmark's 'longattn (py)' column is n/a"
