@@ -160,7 +160,7 @@ void check_paged(const CaseSpec& s, const detail::Overrides& ov = {}) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   d.download(c.out, d.args.out);
   d.download(c.lse, d.args.lse);
-  // Softcap runs tanh.approx (2^-11 relative): widen atol by cap * 2^-11 (test_forward.cpp).
+  // Softcap runs tanh.approx (2^-11 relative): widen atol by cap * 2^-11 (forward_cases.h atol_for).
   const double atol = 1e-3 + (s.softcap > 0 ? double(s.softcap) / 2048.0 : 0.0);
   testing::OracleResult r = testing::check_against_reference(c.args, atol);
   printf("%-60s err %.2e naive %.2e lse %.2e\n", testing::describe(s).c_str(), r.max_err, r.naive_err, r.lse_err);

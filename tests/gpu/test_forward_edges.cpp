@@ -1,0 +1,279 @@
+// The GPU forward beyond the shape suites: bitwise determinism, the causal L2 sections
+// coverage, both softcap modes, refusals with a named status, and inputs with no keys.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "forward_cases.h"
+#include "gpu_case.h"
+
+namespace longattn::gputest {
+namespace {
+
+bool have_gpu() { return cuda_available(); }
+
+// A moving result is a race: the same inputs must give bitwise the same output.
+TEST(GpuForwardDeterminism, SameInputsSameBits) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
+  for (bool c : {false, true}) {
+    Shape s = S(2, 1500, 1500, 4, 2, 128, c);
+    s.rows_per_head = 4;
+    CheckResult a = run_case(s), b = run_case(s);
+    ASSERT_TRUE(a.failure.empty()) << a.failure;
+    EXPECT_TRUE(a.out_bytes == b.out_bytes) << s.name() << ": outputs differ between runs";
+  }
+}
+
+// Causal tiles are ordered in L2 sections of (batch, head) pairs; a section size that does
+// not divide the pair count must still cover every tile exactly once (poisoned outputs).
+TEST(GpuForwardSchedule, CausalSectionsCoverEveryTile) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
+  for (int64_t n : {3, 1, 0}) {
+    Shape s = S(3, 700, 900, 5, 1, 128, true);
+    s.rows_per_head = 16;
+    s.ov.sections = n;
+    CheckResult r = run_case(s);
+    EXPECT_TRUE(r.failure.empty()) << "sections " << n << ": " << r.failure;
+  }
+}
+
+// Both softcap modes (cuda/sm90/softcap_mode.h: fixed max by default, forced off = the running
+// max) against the reference. Both cap inside the softmax on blocks without an element mask
+// and before the mask on masked ones, so the cases mix both: causal and windowed tiles, rows
+// that see no key (top-left window; output 0, LSE = -inf or the sink), sinks, a saturated tanh
+// (scale 1: raw logits of tens), f16 -> f32 and cap > 52 (fixed falls back to fused), sinks
+// far above every logit (fixed: m0 = the sink), the three head dims (fixed runs as fused on the
+// three-warpgroup hdim-64 tile), and the hdim-64 cases again through the ragged kernel's
+// two-warpgroup tile (seqused_k set), where the fixed max compiles.
+TEST(GpuForwardSoftcap, EveryMode) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
+  std::vector<Shape> cases;
+  {
+    Shape s = S(1, 700, 900, 4, 2, 128, true);
+    s.softcap = 10.f;
+    s.sinks = true;
+    cases.push_back(s);
+  }
+  {
+    Shape s = S(2, 513, 1000, 4, 4, 128, false);
+    s.softcap = 5.f;
+    s.scale = 1.f;
+    cases.push_back(s);
+  }
+  cases.push_back(cap(tl(win(F(1, 1000, 300, 4, 2, 128, false), 5, 0)), 20.f));
+  cases.push_back(cap(sinks(tl(win(F(1, 900, 300, 2, 2, 128, false), 9, 0))), 7.f));
+  {
+    Shape s = cap(sinks(F(1, 600, 777, 4, 2, 128, true)), 50.f);
+    s.scale = 1.f;
+    s.in = DType::f16;
+    s.out = DType::f32;
+    cases.push_back(s);
+  }
+  {
+    Shape s = cap(sinks(F(1, 640, 700, 4, 2, 128, true), 6.f, 12.f), 50.f);  // bf16: fixed max applies
+    s.scale = 1.f;
+    cases.push_back(s);
+  }
+  cases.push_back(cap(sinks(F(1, 300, 500, 2, 2, 128, false), 30.f, 80.f), 50.f));  // sink above every logit
+  cases.push_back(cap(F(1, 400, 500, 2, 2, 128, false), 60.f));  // cap > 52: fixed falls back
+  cases.push_back(cap(F(1, 500, 600, 6, 2, 64, true), 8.f));
+  cases.push_back(cap(sinks(F(1, 333, 555, 4, 1, 256, false)), 10.f));
+  // hdim 64 non-causal with sinks, cap 30 (the bench's shape kind): odd lengths, two batches.
+  cases.push_back(cap(sinks(F(2, 449, 647, 4, 2, 64, false)), 30.f));
+  // The hdim-64 cases again on the ragged kernel's two-warpgroup tile (seqused_k = every
+  // sequence's full length: the same keys), where the fixed max compiles at hdim 64.
+  const size_t n_plain = cases.size();
+  for (size_t i = 0; i < n_plain; ++i)
+    if (cases[i].dim == 64) {
+      Shape s = cases[i];
+      s.used_k.assign(size_t(s.batch), int32_t(s.seq_k));
+      cases.push_back(s);
+    }
+  for (bool fixed : {true, false}) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      Shape s = cases[i];
+      s.ov.softcap_fixed = fixed ? detail::Force::rule : detail::Force::off;
+      s.seed += 77;
+      s.rows_per_head = 24;
+      CheckResult r = run_case(s, atol_for(s));
+      const char* mode = fixed ? "fixed" : "fused";
+      printf("%-7s %-48s err %.2e naive %.2e lse %.2e (naive %.2e)\n", mode, s.name().c_str(), r.max_err,
+             r.naive_err, r.lse_err, r.lse_naive);
+      EXPECT_TRUE(r.failure.empty()) << mode << " " << s.name() << ": " << r.failure;
+    }
+  }
+}
+
+// What the kernel cannot serve yet is refused by name, and nothing is written.
+TEST(GpuForwardUnsupported, RefusedWithNamedStatus) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
+  void *q, *o;
+  ASSERT_EQ(cudaMalloc(&q, 1 << 20), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&o, 1 << 20), cudaSuccess);
+  ASSERT_EQ(cudaMemset(o, 0xFF, 1 << 20), cudaSuccess);
+  Device g{DeviceKind::cuda, 0};
+  auto base = [&](int64_t d) {
+    Args a;
+    a.q = make_tensor(q, DType::bf16, {1, 16, 2, d}, g);
+    a.k = make_tensor(q, DType::bf16, {1, 16, 2, d}, g);
+    a.v = make_tensor(q, DType::bf16, {1, 16, 2, d}, g);
+    a.out = make_tensor(o, DType::bf16, {1, 16, 2, d}, g);
+    a.backend = Backend::cuda;
+    return a;
+  };
+  Args a = base(96);
+  Status st = forward(a);
+  EXPECT_EQ(st.code(), Status::Code::not_supported) << st.message();
+  a = base(128);
+  a.v = make_tensor(q, DType::bf16, {1, 16, 2, 64}, g);
+  a.out = make_tensor(o, DType::bf16, {1, 16, 2, 64}, g);
+  st = forward(a);
+  EXPECT_EQ(st.code(), Status::Code::not_supported) << st.message();
+  EXPECT_NE(st.message().find("dim_v"), std::string::npos) << st.message();
+  a = base(128);
+  a.q.data = static_cast<char*>(q) + 2;  // misaligned for TMA
+  st = forward(a);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("q"), std::string::npos) << st.message();
+  cudaDeviceSynchronize();
+  std::vector<uint16_t> h(1 << 19);
+  cudaMemcpy(h.data(), o, 1 << 20, cudaMemcpyDeviceToHost);
+  int64_t touched = 0;
+  for (uint16_t x : h) touched += x != 0xFFFF;
+  EXPECT_EQ(touched, 0) << "a refused call wrote to out";
+  cudaFree(q);
+  cudaFree(o);
+}
+
+// seq_k == 0: every row has no visible key -> out 0, LSE -inf.
+TEST(GpuForwardEmpty, NoKeys) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
+  void *q, *o, *l;
+  ASSERT_EQ(cudaMalloc(&q, 1 << 16), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&o, 1 << 16), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&l, 1 << 12), cudaSuccess);
+  cudaMemset(o, 0xFF, 1 << 16);
+  Device g{DeviceKind::cuda, 0};
+  Args a;
+  a.q = make_tensor(q, DType::bf16, {1, 5, 2, 64}, g);
+  a.k = make_tensor(q, DType::bf16, {1, 0, 2, 64}, g);
+  a.v = make_tensor(q, DType::bf16, {1, 0, 2, 64}, g);
+  a.out = make_tensor(o, DType::bf16, {1, 5, 2, 64}, g);
+  a.lse = make_tensor(l, DType::f32, {1, 2, 5}, g);
+  a.backend = Backend::cuda;
+  Status st = forward(a);
+  ASSERT_TRUE(st.ok()) << st.message();
+  std::vector<uint16_t> h(5 * 2 * 64);
+  std::vector<float> hl(10);
+  cudaMemcpy(h.data(), o, h.size() * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(hl.data(), l, 40, cudaMemcpyDeviceToHost);
+  for (uint16_t x : h) EXPECT_EQ(x, 0);
+  for (float x : hl) EXPECT_TRUE(std::isinf(x) && x < 0);
+  // With sinks, a row without keys has LSE = its head's sink (out still 0).
+  const float hs[2] = {0.75f, -2.5f};
+  void* sk;
+  ASSERT_EQ(cudaMalloc(&sk, 8), cudaSuccess);
+  cudaMemcpy(sk, hs, 8, cudaMemcpyHostToDevice);
+  a.sinks = make_tensor(sk, DType::f32, {2}, g);
+  cudaMemset(o, 0xFF, 1 << 16);
+  cudaMemset(l, 0xFF, 1 << 12);
+  st = forward(a);
+  ASSERT_TRUE(st.ok()) << st.message();
+  cudaMemcpy(h.data(), o, h.size() * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(hl.data(), l, 40, cudaMemcpyDeviceToHost);
+  for (uint16_t x : h) EXPECT_EQ(x, 0);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(hl[size_t(i)], hs[i / 5]) << "lse " << i;
+  cudaFree(sk);
+  cudaFree(q);
+  cudaFree(o);
+  cudaFree(l);
+}
+
+// Issue 16: every key sequence empty (FA3's max_seqlen_k = 0), said with k / v of no rows,
+// whose pointer may be anything (the Python binding passes a one-byte sentinel for an empty
+// tensor: never 16-byte aligned; here a misaligned device address, never read). The call
+// must still reach the fill: out 0 and LSE -inf on the used rows, and with seqused_q the rows
+// past it keep their poison. Ragged q (device cu_seqlens) and dense q.
+TEST(GpuForwardEmpty, NoKeyRowsWithSeqUsedQ) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
+  constexpr int64_t H = 2, D = 64, kTotal = 13, kSeq = 7;
+  const std::vector<int32_t> cu_q = {0, 4, 6, 13}, cu_k = {0, 0, 0, 0}, used = {3, 0, 7};
+  void *q, *o, *l;
+  int32_t* meta;
+  ASSERT_EQ(cudaMalloc(&q, 1 << 16), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&o, 1 << 16), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&l, 1 << 12), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&meta, 256), cudaSuccess);
+  cudaMemcpy(meta, cu_q.data(), 16, cudaMemcpyHostToDevice);
+  cudaMemcpy(meta + 16, cu_k.data(), 16, cudaMemcpyHostToDevice);
+  cudaMemcpy(meta + 32, used.data(), 12, cudaMemcpyHostToDevice);
+  const Device g{DeviceKind::cuda, 0};
+  void* odd = static_cast<char*>(q) + 1;
+  for (bool ragged : {true, false}) {
+    for (bool with_used : {true, false}) {
+      Args a;
+      if (ragged) {
+        a.q = make_tensor(q, DType::bf16, {kTotal, H, D}, g);
+        a.k = make_tensor(odd, DType::bf16, {0, H, D}, g);
+        a.v = make_tensor(odd, DType::bf16, {0, H, D}, g);
+        a.out = make_tensor(o, DType::bf16, {kTotal, H, D}, g);
+        a.lse = make_tensor(l, DType::f32, {H, kTotal}, g);
+        a.cu_seqlens_q = make_tensor(meta, DType::i32, {4}, g);
+        a.cu_seqlens_k = make_tensor(meta + 16, DType::i32, {4}, g);
+        a.max_seqlen_q = kSeq;
+        a.max_seqlen_k = 0;
+      } else {
+        a.q = make_tensor(q, DType::bf16, {3, kSeq, H, D}, g);
+        a.k = make_tensor(odd, DType::bf16, {3, 0, H, D}, g);
+        a.v = make_tensor(odd, DType::bf16, {3, 0, H, D}, g);
+        a.out = make_tensor(o, DType::bf16, {3, kSeq, H, D}, g);
+        a.lse = make_tensor(l, DType::f32, {3, H, kSeq}, g);
+      }
+      if (with_used) a.seqused_q = make_tensor(meta + 32, DType::i32, {3}, g);
+      a.mask.causal = true;
+      a.backend = Backend::cuda;
+      cudaMemset(o, 0xFF, 1 << 16);
+      cudaMemset(l, 0xFF, 1 << 12);
+      const Status st = forward(a);
+      ASSERT_TRUE(st.ok()) << "ragged " << ragged << ": " << st.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const int64_t rows = ragged ? kTotal : 3 * kSeq;
+      std::vector<uint16_t> ho(size_t(rows * H * D));
+      std::vector<float> hl(size_t(rows * H));
+      cudaMemcpy(ho.data(), o, ho.size() * 2, cudaMemcpyDeviceToHost);
+      cudaMemcpy(hl.data(), l, hl.size() * 4, cudaMemcpyDeviceToHost);
+      // Row r (ragged: token r; dense: b = r / kSeq, i = r % kSeq) is used when i < used[b].
+      auto row_used = [&](int64_t r) {
+        int64_t b = r / kSeq, i = r % kSeq;
+        if (ragged) {
+          b = 0;
+          while (r >= cu_q[size_t(b + 1)]) ++b;
+          i = r - cu_q[size_t(b)];
+        }
+        return !with_used || i < used[size_t(b)];
+      };
+      int64_t bad_out = 0, bad_lse = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t h = 0; h < H; ++h) {
+          const bool u = row_used(r);
+          for (int64_t d = 0; d < D; ++d) bad_out += ho[size_t((r * H + h) * D + d)] != (u ? 0 : 0xFFFF);
+          // LSE: ragged (heads, total); dense (batch, heads, seq).
+          const float x = ragged ? hl[size_t(h * kTotal + r)] : hl[size_t(((r / kSeq) * H + h) * kSeq + r % kSeq)];
+          bad_lse += u ? !(std::isinf(x) && x < 0) : !std::isnan(x);
+        }
+      EXPECT_EQ(bad_out, 0) << "ragged " << ragged << " seqused_q " << with_used;
+      EXPECT_EQ(bad_lse, 0) << "ragged " << ragged << " seqused_q " << with_used;
+    }
+  }
+  cudaFree(q);
+  cudaFree(o);
+  cudaFree(l);
+  cudaFree(meta);
+}
+
+}  // namespace
+}  // namespace longattn::gputest
