@@ -8,38 +8,13 @@
 #include <sstream>
 
 #include "common/problem.h"
+#include "support/random.h"
 
 namespace longattn::testing {
 namespace {
 
 using detail::load_as_double;
 using detail::store_from_float;
-
-struct Rng {  // splitmix64, as in testing.cpp
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int64_t below(int64_t n) { return n <= 0 ? 0 : int64_t(next() % uint64_t(n)); }
-  float uniform(float lo, float hi) { return lo + (hi - lo) * float(double(next() >> 11) * (1.0 / 9007199254740992.0)); }
-};
-
-// Random lengths in [0, max], the first at max.
-std::vector<int32_t> lengths(int64_t batch, int64_t max, Rng& rng) {
-  std::vector<int32_t> v(static_cast<size_t>(batch));
-  for (int64_t b = 0; b < batch; ++b) v[size_t(b)] = int32_t(b == 0 ? max : rng.below(max + 1));
-  return v;
-}
-
-std::vector<int32_t> prefix(const std::vector<int32_t>& len) {
-  std::vector<int32_t> cu(len.size() + 1, 0);
-  for (size_t i = 0; i < len.size(); ++i) cu[i + 1] = cu[i] + len[i];
-  return cu;
-}
 
 // Element offset of cache slot t of cache row r, kv head hk (dense or paged).
 int64_t slot_offset(const Tensor& c, const Tensor& pt, int64_t page_size, int64_t r, int64_t t, int64_t hk) {
@@ -111,7 +86,7 @@ KvCase make_kv_case(const KvCaseSpec& spec) {
   KvCase c;
   c.spec = spec;
   const KvCaseSpec& s = spec;
-  Rng rng(s.seed);
+  Rng rng(s.seed, 0x2545F4914F6CDD1Dull);  // its own stream, not testing.cpp's
   const int64_t B = s.batch, rows = s.batch_idx ? B + 2 : B;
   const int64_t ps = s.page_size, max_pages = ps > 0 ? (s.capacity + ps - 1) / ps : 0;
   const int64_t cap = ps > 0 ? max_pages * ps : s.capacity;
@@ -128,14 +103,14 @@ KvCase make_kv_case(const KvCaseSpec& spec) {
     std::copy(perm.begin(), perm.begin() + B, row.begin());
   }
   std::vector<int32_t> nl(static_cast<size_t>(B), 0);
-  if (s.append) nl = s.ragged_new ? lengths(B, s.seqlen_new, rng) : std::vector<int32_t>(size_t(B), int32_t(s.seqlen_new));
+  if (s.append) nl = s.ragged_new ? random_lengths(B, s.seqlen_new, rng) : std::vector<int32_t>(size_t(B), int32_t(s.seqlen_new));
   std::vector<int32_t> end(static_cast<size_t>(B)), lp(size_t(B), 0);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t room = cap - nl[size_t(b)];
     end[size_t(b)] = int32_t(b == 0 ? room : rng.below(room + 1));
     if (s.leftpad) lp[size_t(b)] = int32_t(rng.below(end[size_t(b)] + 1));
   }
-  std::vector<int32_t> qlen = s.ragged_q ? lengths(B, s.seq_q, rng) : std::vector<int32_t>(size_t(B), int32_t(s.seq_q));
+  std::vector<int32_t> qlen = s.ragged_q ? random_lengths(B, s.seq_q, rng) : std::vector<int32_t>(size_t(B), int32_t(s.seq_q));
 
   // The cache: NaN except the slots each sequence reads before the append.
   std::vector<int64_t> k_shape, v_shape;

@@ -10,26 +10,13 @@
 #include "common/problem.h"
 #include "reference/gather.h"
 #include "reference/reference.h"
+#include "support/random.h"
 
 namespace longattn::testing {
 namespace {
 
 using detail::load_as_double;
 using detail::store_from_float;
-
-// splitmix64: tiny, fast, and good enough to make test inputs independent per seed.
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
-  int64_t below(int64_t n) { return n <= 0 ? 0 : int64_t(next() % uint64_t(n)); }
-};
 
 uint64_t mix(uint64_t seed, uint64_t k) { return Rng(seed ^ (k * 0xD6E8FEB86659FD93ull)).next(); }
 
@@ -90,16 +77,7 @@ void fill_random(HostTensor& x, uint64_t seed, float lo, float hi) {
 
 std::vector<int32_t> random_lengths(const std::vector<int32_t>& given, int64_t batch, int64_t max,
                                     Rng& rng) {
-  if (!given.empty()) return given;
-  std::vector<int32_t> len(static_cast<size_t>(batch));
-  for (int64_t b = 0; b < batch; ++b) len[size_t(b)] = int32_t(b == 0 ? max : rng.below(max + 1));
-  return len;
-}
-
-std::vector<int32_t> prefix(const std::vector<int32_t>& len) {
-  std::vector<int32_t> cu(len.size() + 1, 0);
-  for (size_t i = 0; i < len.size(); ++i) cu[i + 1] = cu[i] + len[i];
-  return cu;
+  return given.empty() ? testing::random_lengths(batch, max, rng) : given;
 }
 
 std::string where(const char* what, int64_t b, int64_t h, int64_t i, int64_t d) {
