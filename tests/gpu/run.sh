@@ -26,6 +26,8 @@
 #   fp8       --fp8 (longattn fp8, cuDNN fp8 via .whl's cudnn-frontend, bf16 references)
 #   variants  --variants (longattn override columns: tile, sections, dynamic, rescale)
 #   pytest    the Python package's GPU tests (pytest -m gpu tests/python)
+#   cp        tests/gpu/cp_one_gpu.py: context parallelism's per-rank kernels, W ranks simulated
+#             in one process, split overhead (issue 18; needs the Python extension)
 #   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
 #             shipped rules and overrides sections=0
 # BENCH_ARGS (env) are added to every benchmark stage, split at spaces (e.g. "--dtype f16",
@@ -173,6 +175,9 @@ for st in $STAGES; do
     pytest)  # the Python package's GPU tests (torch tensors on the device) through $PYPKG
       run pytest python3 -m pytest -q -m gpu tests/python -p no:cacheprovider
       tail -5 "$LOGS/pytest.log" | tee -a "$SUM" ;;
+    cp)
+      run cp_one_gpu python3 tests/gpu/cp_one_gpu.py
+      grep -E "FAIL|^\(c\)|overhead|passed|failed" "$LOGS/cp_one_gpu.log" | head -20 | tee -a "$SUM" ;;
     ncu)
       # Issue 6: L2 hit rate and DRAM bytes of one long call, the shipped rules and one L2 section.
       M=lts__t_sector_hit_rate.pct,dram__bytes_read.sum,gpu__time_duration.sum

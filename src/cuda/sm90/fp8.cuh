@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "cuda/ptx/ldst_matrix.cuh"
 #include "cuda/ptx/smem_desc.cuh"
 #include "cuda/ptx/wgmma.cuh"
 
@@ -36,83 +37,70 @@ __device__ __forceinline__ void acc_to_a_frag_fp8(const float (&s)[NS], uint32_t
 // the `kWarps` transposer warps (warp index w). Keys at or past `n_valid` become zeros (a
 // sequence's last tile: what TMA fetched past its keys may be NaN, and 0 x NaN is NaN).
 //
-// Work item of a lane (t = lane % 4, q = lane / 4) in step (G, c, kc): the 4 keys {0, 1, 8, 9}
-// + 2 t of group g = (q + G) % 8 of key chunk kc, 4 bytes at column 32 c + 4 q: four 4-byte
-// loads, a 4 x 4 byte transpose (8 PRMT), four 4-byte stores to Vt rows d .. d + 3 at key
-// column 16 g + 4 t. NOTES: g = q + G makes both the loads (32 lanes: 4 rows mod 8 x 8 words)
-// and the stores (8 rows mod 8 x 4 words) hit 32 distinct banks.
-template <class Cfg>
-struct TransposeStep {
-  // One step (G, c, kc) of a lane, as 32-bit shared-memory addresses: its 4 source words (4 keys
-  // x 4 bytes of V) and where its 4 transposed words go. The accesses are volatile asm (they
-  // must stay between the mbarrier waits and the proxy fence); transpose_v issues two steps'
-  // loads back to back so their latencies overlap.
-  static constexpr int kN = Cfg::kBlockN, kDv = Cfg::kHeadDimV;
-  static constexpr int kSteps = 8 * (kDv / 32) * (kN / 128);
-  uint32_t src[4], dst[4];
-  uint32_t keep;  // bit r: key r exists (else zeros)
-
-  __device__ __forceinline__ TransposeStep(uint32_t v, uint32_t vt, int i, uint32_t t, uint32_t q, int32_t n_valid) {
-    const uint32_t G = uint32_t(i) & 7u, c = (uint32_t(i) >> 3) % uint32_t(kDv / 32), kc = uint32_t(i) / (8 * (kDv / 32));
-    const uint32_t g = (q + G) & 7u;
-    const uint32_t key0 = kc * 128 + 16 * g + 2 * t;
-    const uint32_t dbyte = 32 * c + 4 * q;  // this lane's 4 columns of V: d .. d + 3
-    // The column chunk of V holding them, their 16-byte unit in a row and offset in it.
-    const uint32_t vchunk = v + (dbyte >> 7) * (kN * 128), unit = (dbyte & 127) >> 4, in_unit = dbyte & 15;
-    keep = 0;
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const uint32_t key = key0 + (r & 1) + 8 * (r >> 1);
-      // Row `key`: the swizzle moves the unit to unit ^ (row % 8).
-      src[r] = vchunk + key * 128 + ((unit ^ (key & 7)) << 4) + in_unit;
-      keep |= uint32_t(int32_t(key) < n_valid) << r;
-    }
-    const uint32_t vt_chunk = vt + kc * (kDv * 128);
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const uint32_t d = dbyte + uint32_t(m);
-      dst[m] = vt_chunk + d * 128 + ((g ^ (d & 7u)) << 4) + 4 * t;
-    }
-  }
-  __device__ __forceinline__ void load(uint32_t (&a)[4]) const {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      asm volatile("ld.shared.b32 %0, [%1];" : "=r"(a[r]) : "r"(src[r]));
-      if (!((keep >> r) & 1u)) a[r] = 0u;
-    }
-  }
-  // 4 x 4 byte transpose: out[m] = byte m of a[0], a[1], a[2], a[3].
-  __device__ __forceinline__ void store(const uint32_t (&a)[4]) const {
-    const uint32_t t0 = __byte_perm(a[0], a[1], 0x5140), t1 = __byte_perm(a[0], a[1], 0x7362);
-    const uint32_t t2 = __byte_perm(a[2], a[3], 0x5140), t3 = __byte_perm(a[2], a[3], 0x7362);
-    const uint32_t out[4] = {__byte_perm(t0, t2, 0x5410), __byte_perm(t0, t2, 0x7632), __byte_perm(t1, t3, 0x5410),
-                             __byte_perm(t1, t3, 0x7632)};
-#pragma unroll
-    for (int m = 0; m < 4; ++m) asm volatile("st.shared.b32 [%0], %1;" ::"r"(dst[m]), "r"(out[m]));
-  }
-};
-
+// Work item (kc, g, up): keys 16 g .. 16 g + 15 of key chunk kc by V bytes (columns)
+// 32 up .. 32 up + 31, i.e. Vt rows d = 32 up .. 32 up + 31 at key columns 16 g .. 16 g + 15.
+// One ldmatrix.x4.trans reads the four 8 x 16-byte pieces (keys lo / hi 8) x (column units
+// u = 2 up, 2 up + 1); treated as 16-bit elements, lane (q = lane / 4, t = lane % 4) gets per
+// piece the bytes V[2t][2q], V[2t][2q + 1], V[2t + 1][2q], V[2t + 1][2q + 1] (keys relative
+// to the piece, columns to the unit). The Vt word of row 16 u + 2 q at key column 16 g + 4 t
+// holds keys {2t, 2t + 1, 8 + 2t, 9 + 2t} (pi): bytes 0, 2 of the lo piece and 0, 2 of the hi
+// piece (PRMT 0x6420); row 16 u + 2 q + 1 takes bytes 1, 3 (0x7531). One stmatrix.x4 writes
+// them: its matrix X of unit u takes row 16 u + 2 r (r < 4) or 16 u + 2 r + 1 (r >= 4) as row r,
+// Y the other parity, so a matrix's 8 rows cover 8 distinct values of d % 8 and its stores
+// hit 8 distinct 16-byte swizzle units (no bank conflict; the loads' 8 key rows likewise).
 template <class Cfg, int kWarps>
 __device__ __forceinline__ void transpose_v(const uint8_t* v, uint8_t* vt, int w, int lane, int32_t n_valid) {
-  using Step = TransposeStep<Cfg>;
-  const uint32_t t = uint32_t(lane) & 3u, q = uint32_t(lane) >> 2;
+  constexpr int kN = Cfg::kBlockN, kDv = Cfg::kHeadDimV, kUp = kDv / 32;
+  constexpr int kItems = (kN / 128) * 8 * kUp;
+  const uint32_t m = uint32_t(lane) >> 3, r = uint32_t(lane) & 7u, t = uint32_t(lane) & 3u, q = uint32_t(lane) >> 2;
   const uint32_t vs = ptx::smem_u32(v), vts = ptx::smem_u32(vt);
-  // Two steps per iteration: the second step's loads are in flight while the first one's
-  // words are permuted and stored.
+  // This lane's row of the pieces it addresses: load piece m = (unit 2 up + m / 2, keys
+  // 8 (m % 2) + r); store matrix m = (unit 2 up + m / 2, X if m is even else Y), row r, Vt row
+  // 16 u + st_d. Key rows are 8-aligned plus r, Vt rows 16-aligned plus st_d: their swizzle
+  // phases (row % 8) are r and st_d % 8 whatever the item.
+  const uint32_t st_d = 2 * r + ((m & 1u) == 0 ? (r >= 4 ? 1u : 0u) : (r < 4 ? 1u : 0u));
+  const uint32_t src_lane = vs + (8 * (m & 1u) + r) * 128, dst_lane = vts + st_d * 128, st_ph = st_d & 7u;
+  // This lane's own words: X holds the even row for q < 4, the odd one for q >= 4; Y the other.
+  const uint32_t sel_x = q < 4 ? 0x6420u : 0x7531u, sel_y = q < 4 ? 0x7531u : 0x6420u;
+  auto item = [&](int i, uint32_t& src, uint32_t& dst, uint32_t& key_lo) {
+    const uint32_t up = uint32_t(i) % kUp, g = (uint32_t(i) / kUp) & 7u, kc = uint32_t(i) / (8 * kUp);
+    const uint32_t u = 2 * up + (m >> 1);  // this lane's 16-byte column unit of V
+    const uint32_t key0 = kc * 128 + 16 * g;
+    src = src_lane + (u >> 3) * (kN * 128) + key0 * 128 + (((u & 7u) ^ r) << 4);
+    dst = dst_lane + kc * (kDv * 128) + u * (16 * 128) + ((g ^ st_ph) << 4);
+    key_lo = key0 + 2 * t;  // this thread's first key in the lo pieces
+  };
+  auto finish = [&](uint32_t (&a)[4], uint32_t dst, uint32_t key_lo) {
+    if (n_valid < kN) {  // a sequence's last block: zero the keys past its end (both bytes of a key)
+      const auto keep = [&](uint32_t k) {
+        return (int32_t(k) < n_valid ? 0x0000FFFFu : 0u) | (int32_t(k + 1) < n_valid ? 0xFFFF0000u : 0u);
+      };
+      const uint32_t klo = keep(key_lo), khi = keep(key_lo + 8);
+      a[0] &= klo;
+      a[1] &= khi;
+      a[2] &= klo;
+      a[3] &= khi;
+    }
+    const uint32_t out[4] = {__byte_perm(a[0], a[1], sel_x), __byte_perm(a[0], a[1], sel_y),
+                             __byte_perm(a[2], a[3], sel_x), __byte_perm(a[2], a[3], sel_y)};
+    ptx::stmatrix_x4(dst, out);
+  };
+  // Two items per iteration: the second one's loads are in flight while the first is stored.
   int i = w;
-  for (; i + kWarps < Step::kSteps; i += 2 * kWarps) {
-    const Step s0(vs, vts, i, t, q, n_valid), s1(vs, vts, i + kWarps, t, q, n_valid);
-    uint32_t a0[4], a1[4];
-    s0.load(a0);
-    s1.load(a1);
-    s0.store(a0);
-    s1.store(a1);
+  for (; i + kWarps < kItems; i += 2 * kWarps) {
+    uint32_t s0, d0, k0, s1, d1, k1, a0[4], a1[4];
+    item(i, s0, d0, k0);
+    item(i + kWarps, s1, d1, k1);
+    ptx::ldmatrix_x4_trans(s0, a0);
+    ptx::ldmatrix_x4_trans(s1, a1);
+    finish(a0, d0, k0);
+    finish(a1, d1, k1);
   }
-  if (i < Step::kSteps) {
-    const Step s0(vs, vts, i, t, q, n_valid);
-    uint32_t a0[4];
-    s0.load(a0);
-    s0.store(a0);
+  if (i < kItems) {
+    uint32_t s0, d0, k0, a0[4];
+    item(i, s0, d0, k0);
+    ptx::ldmatrix_x4_trans(s0, a0);
+    finish(a0, d0, k0);
   }
 }
 
