@@ -57,13 +57,15 @@ def _window(window_size, causal):
     return (int(w[0]), -1) if causal else (int(w[0]), int(w[1]))
 
 
-def _run(q, k, v, **kw):
-    """One forward: NumPy arrays directly, anything else (torch) through longattn.torch_ops."""
+def _runner(q):
+    """The forward for q's framework: NumPy arrays directly, anything else (torch) through
+    longattn.torch_ops. Returned rather than called, so that the ~20 keyword arguments are
+    passed once per call, not twice (host time)."""
     if isinstance(q, np.ndarray):
-        return _run_numpy(q, k, v, **kw)
+        return _run_numpy
     if not A.is_torch(q):
         A.check_array("q", q)  # TypeError naming q
-    return _torch_ops().run(q, k, v, **kw)
+    return _torch_ops().run
 
 
 def _run_numpy(q, k, v, *, window, seqused_k, q_descale, k_descale, v_descale, cu_seqlens_q, kvcache=None, **kw):
@@ -110,13 +112,14 @@ def flash_attn_func(
     softmax_lse float32 (batch, nheads, seqlen_q). fp8 (float8_e4m3fn) q/k/v: q/k/v_descale
     float32 (batch, nheads_k), 1.0 when omitted; out is bf16.
     """
-    _unsupported(qv=qv)
-    return _run(q, k, v, return_lse=return_attn_probs, out=out, cu_seqlens_q=None, cu_seqlens_k=None,
-                seqused_q=None, seqused_k=None, page_table=None, max_seqlen_q=0, max_seqlen_k=0,
-                sinks=sinks, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
-                softmax_scale=softmax_scale, softcap=softcap, causal=causal,
-                window=_window(window_size, causal), attention_chunk=attention_chunk,
-                backend=backend, num_threads=num_threads)
+    if qv is not None:
+        _unsupported(qv=qv)
+    window = _window(window_size, causal)
+    return _runner(q)(q, k, v, return_lse=return_attn_probs, out=out, cu_seqlens_q=None, cu_seqlens_k=None,
+                      seqused_q=None, seqused_k=None, page_table=None, max_seqlen_q=0, max_seqlen_k=0,
+                      sinks=sinks, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
+                      softmax_scale=softmax_scale, softcap=softcap, causal=causal, window=window,
+                      attention_chunk=attention_chunk, backend=backend, num_threads=num_threads)
 
 
 def flash_attn_varlen_func(
@@ -156,14 +159,15 @@ def flash_attn_varlen_func(
     every key sequence is empty (zeros, softmax_lse -inf). Returns out (total_q, nheads,
     headdim_v), or (out, softmax_lse (nheads, total_q)) with return_attn_probs=True.
     """
-    _unsupported(qv=qv)
-    return _run(q, k, v, return_lse=return_attn_probs, out=out, cu_seqlens_q=cu_seqlens_q,
-                cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q, seqused_k=seqused_k, page_table=None,
-                max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=max_seqlen_k or 0, sinks=sinks,
-                q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
-                softmax_scale=softmax_scale, softcap=softcap, causal=causal,
-                window=_window(window_size, causal), attention_chunk=attention_chunk,
-                backend=backend, num_threads=num_threads)
+    if qv is not None:
+        _unsupported(qv=qv)
+    window = _window(window_size, causal)
+    return _runner(q)(q, k, v, return_lse=return_attn_probs, out=out, cu_seqlens_q=cu_seqlens_q,
+                      cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q, seqused_k=seqused_k, page_table=None,
+                      max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=max_seqlen_k or 0, sinks=sinks,
+                      q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
+                      softmax_scale=softmax_scale, softcap=softcap, causal=causal, window=window,
+                      attention_chunk=attention_chunk, backend=backend, num_threads=num_threads)
 
 
 def _empty_accumulators(lse):
@@ -253,13 +257,13 @@ def flash_attn_with_kvcache(
         window = (-1 if wl >= seqlen_k - 1 else wl, -1 if seqlen_q and wr >= seqlen_q - 1 else wr)
     if kvcache:
         kvcache["rotary_interleaved"] = bool(rotary_interleaved)
-    res = _run(q, k_cache, v_cache, return_lse=return_softmax_lse, out=out, cu_seqlens_q=cu_seqlens_q,
-               cu_seqlens_k=None, seqused_q=None, seqused_k=cache_seqlens, page_table=page_table,
-               max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=0, sinks=sinks,
-               q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
-               softmax_scale=softmax_scale, softcap=softcap, causal=causal,
-               window=window, attention_chunk=attention_chunk,
-               backend=backend, num_threads=num_threads, kvcache=kvcache or None)
+    res = _runner(q)(q, k_cache, v_cache, return_lse=return_softmax_lse, out=out, cu_seqlens_q=cu_seqlens_q,
+                     cu_seqlens_k=None, seqused_q=None, seqused_k=cache_seqlens, page_table=page_table,
+                     max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=0, sinks=sinks,
+                     q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
+                     softmax_scale=softmax_scale, softcap=softcap, causal=causal,
+                     window=window, attention_chunk=attention_chunk,
+                     backend=backend, num_threads=num_threads, kvcache=kvcache or None)
     if not return_softmax_lse:
         return res
     return (res[0], res[1]) + _empty_accumulators(res[1])

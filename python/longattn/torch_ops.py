@@ -7,16 +7,20 @@ functions compile with `torch.compile(fullgraph=True)` and export without a grap
 `longattn.flash_attn_*` route torch tensors here by themselves (this module is imported on
 the first torch call); NumPy arrays never reach it, and `import longattn` never imports torch.
 
-Eager calls on plain tensors skip the dispatcher (the op's own body, called directly: the
-same result with less host time per call). Under tracing (torch.compile, export, fake
-tensors) or when an input requires grad, calls go through the op. The op is forward-only:
-its backward raises NotImplementedError, so a loss that reaches it fails loudly instead of
+Host time per call decides how the ops are registered: with torch.library's Library API rather
+than `torch.library.custom_op`, whose Python layers (autograd wrapper, redispatch, backend
+wrapper, aliasing check) cost a compiled call more host time than the op's body. Each op's
+Autograd kernel runs the op's body itself when no input needs a gradient and nothing but the
+CPU / CUDA backend is left below autograd -- a compiled graph's call --; otherwise (an input
+that requires grad, fake or functional tensors, dispatch modes) it redispatches, to the same
+body registered as the backend kernel or to the fake. Eager calls on plain tensors skip the
+dispatcher altogether (the same body, called directly). Under tracing (torch.compile, export)
+or when an input requires grad, calls go through the op. The ops are forward-only: a backward
+through one raises NotImplementedError, so a loss that reaches it fails loudly instead of
 silently missing the attention gradients.
 """
 
 from __future__ import annotations
-
-from typing import Optional, Tuple
 
 import torch
 
@@ -31,6 +35,18 @@ _ALL_NAMES = {**_DTYPE_NAMES, torch.int32: "i32"}
 if _FP8 is not None:
     _ALL_NAMES[_FP8] = "e4m3"
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+# The current stream's cudaStream_t as an int, as inductor's generated code gets it: without
+# building a torch.cuda.Stream object per call. Absent from CPU-only builds of torch.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _stream(q) -> int:
+    """cudaStream_t of PyTorch's current stream on q's device; 0 for CPU tensors."""
+    if not q.is_cuda:
+        return 0
+    if _raw_stream is not None:
+        return _raw_stream(q.get_device())
+    return torch.cuda.current_stream(q.device).cuda_stream
 
 
 def _desc(name, t):
@@ -44,7 +60,12 @@ def _desc(name, t):
         dev = -1
     else:
         raise TypeError(f"{name}: tensors must live on the CPU or a CUDA device, not {t.device}")
-    return (t.data_ptr(), _ALL_NAMES.get(t.dtype, str(t.dtype)), dev, t.shape, t.stride())
+    dt = t.dtype
+    return (t.data_ptr(), _ALL_NAMES.get(dt) or str(dt), dev, t.shape, t.stride())
+
+
+_OPTIONAL = ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k", "page_table", "sinks", "q_descale",
+             "k_descale", "v_descale")
 
 
 def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqlens_k=None,
@@ -58,10 +79,15 @@ def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqle
     cache_batch_idx, cache_leftpad, rotary_cos, rotary_sin, rotary_seqlens) and
     rotary_interleaved; k / v are then the cache, written in place by an append."""
     if out is None:
-        odt = torch.bfloat16 if q.dtype == _FP8 else q.dtype
+        qdt = q.dtype
+        odt = torch.bfloat16 if qdt == _FP8 else qdt
         if odt not in _DTYPE_NAMES:
-            raise TypeError(f"q: unsupported dtype {q.dtype} (use bfloat16, float16, float32 or float8_e4m3fn)")
-        out = torch.empty(q.shape[:-1] + v.shape[-1:], dtype=odt, device=q.device)
+            raise TypeError(f"q: unsupported dtype {qdt} (use bfloat16, float16, float32 or float8_e4m3fn)")
+        qs, dv = q.shape, v.shape[-1:]
+        if odt is qdt and dv == qs[-1:]:  # q's shape and dtype: empty_like allocates in half the host time
+            out = torch.empty_like(q, memory_format=torch.contiguous_format)
+        else:
+            out = torch.empty((*qs[:-1], *dv), dtype=odt, device=q.device)
     t = {"q": _desc("q", q), "k": _desc("k", k), "v": _desc("v", v), "out": _desc("out", out)}
     lse = None
     if return_lse:
@@ -69,51 +95,29 @@ def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqle
         shape = (qs[1], qs[0]) if cu_seqlens_q is not None else (qs[0], qs[2], qs[1])
         lse = torch.empty(shape if len(qs) >= 3 else (0,), dtype=torch.float32, device=q.device)
         t["lse"] = _desc("lse", lse)
-    for name, x in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
-                    ("seqused_q", seqused_q), ("seqused_k", seqused_k), ("page_table", page_table),
-                    ("sinks", sinks), ("q_descale", q_descale), ("k_descale", k_descale),
-                    ("v_descale", v_descale)):
+    for name, x in zip(_OPTIONAL, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, sinks,
+                                   q_descale, k_descale, v_descale)):
         if x is not None:
             t[name] = _desc(name, x)
     interleaved = True
-    for name, x in (kvcache or {}).items():
-        if name == "rotary_interleaved":
-            interleaved = bool(x)
-        elif x is not None:
-            t[name] = _desc(name, x)
-    stream = torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else 0
+    if kvcache:
+        for name, x in kvcache.items():
+            if name == "rotary_interleaved":
+                interleaved = bool(x)
+            elif x is not None:
+                t[name] = _desc(name, x)
     _ext.forward(t, None if softmax_scale is None else float(softmax_scale), float(softcap or 0.0),
                  bool(causal), False, int(window_size[0]), int(window_size[1]), int(attention_chunk or 0),
-                 int(max_seqlen_q or 0), int(max_seqlen_k or 0), backend, stream, int(num_threads), False,
+                 int(max_seqlen_q or 0), int(max_seqlen_k or 0), backend, _stream(q), int(num_threads), False,
                  interleaved)
     return (out, lse) if return_lse else out
 
 
-@torch.library.custom_op("longattn::fwd", mutates_args=())
-def fwd(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_seqlens_q: Optional[torch.Tensor],
-    cu_seqlens_k: Optional[torch.Tensor],
-    seqused_q: Optional[torch.Tensor],
-    seqused_k: Optional[torch.Tensor],
-    page_table: Optional[torch.Tensor],
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    sinks: Optional[torch.Tensor],
-    q_descale: Optional[torch.Tensor],
-    k_descale: Optional[torch.Tensor],
-    v_descale: Optional[torch.Tensor],
-    softmax_scale: Optional[float],
-    softcap: float,
-    causal: bool,
-    window_left: int,
-    window_right: int,
-    attention_chunk: int,
-    backend: str,
-    num_threads: int,
-) -> Tuple[torch.Tensor, torch.Tensor]:
+# ---------------------------------------------------------------- the ops' bodies and fakes
+
+def _fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, max_seqlen_q, max_seqlen_k,
+              sinks, q_descale, k_descale, v_descale, softmax_scale, softcap, causal, window_left, window_right,
+              attention_chunk, backend, num_threads):
     """(out, lse) of longattn.forward; every argument explicit (custom-op schema). Rows past
     seqused_q are left as allocated (uninitialised), as FA3 leaves them."""
     return _forward(
@@ -126,7 +130,6 @@ def fwd(
     )
 
 
-@fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, max_seqlen_q,
               max_seqlen_k, sinks, q_descale, k_descale, v_descale, softmax_scale, softcap, causal,
               window_left, window_right, attention_chunk, backend, num_threads):
@@ -141,39 +144,11 @@ def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_ta
 
 # FlashAttention-3's kvcache serving call: the append writes k_cache / v_cache in place, so this
 # op declares them mutated (torch.compile / export then keep the write, functionalized). A
-# separate op so that plain attention (longattn::fwd) stays mutation-free. Mutable custom ops
-# take no autograd formula: it is inference-only by construction.
-@torch.library.custom_op("longattn::fwd_kvcache", mutates_args=("k_cache", "v_cache"))
-def fwd_kvcache(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    k_new: Optional[torch.Tensor],
-    v_new: Optional[torch.Tensor],
-    cu_seqlens_q: Optional[torch.Tensor],
-    cu_seqlens_k_new: Optional[torch.Tensor],
-    cache_seqlens: Optional[torch.Tensor],
-    cache_batch_idx: Optional[torch.Tensor],
-    cache_leftpad: Optional[torch.Tensor],
-    page_table: Optional[torch.Tensor],
-    rotary_cos: Optional[torch.Tensor],
-    rotary_sin: Optional[torch.Tensor],
-    rotary_seqlens: Optional[torch.Tensor],
-    rotary_interleaved: bool,
-    max_seqlen_q: int,
-    sinks: Optional[torch.Tensor],
-    q_descale: Optional[torch.Tensor],
-    k_descale: Optional[torch.Tensor],
-    v_descale: Optional[torch.Tensor],
-    softmax_scale: Optional[float],
-    softcap: float,
-    causal: bool,
-    window_left: int,
-    window_right: int,
-    attention_chunk: int,
-    backend: str,
-    num_threads: int,
-) -> Tuple[torch.Tensor, torch.Tensor]:
+# separate op so that plain attention (longattn::fwd) stays mutation-free.
+def _fwd_kvcache_impl(q, k_cache, v_cache, k_new, v_new, cu_seqlens_q, cu_seqlens_k_new, cache_seqlens,
+                      cache_batch_idx, cache_leftpad, page_table, rotary_cos, rotary_sin, rotary_seqlens,
+                      rotary_interleaved, max_seqlen_q, sinks, q_descale, k_descale, v_descale, softmax_scale,
+                      softcap, causal, window_left, window_right, attention_chunk, backend, num_threads):
     """(out, lse) of flash_attn_with_kvcache's serving path: k_new / v_new appended into
     k_cache / v_cache (in place), rotary, cache rows and left padding (longattn.h KvCacheArgs)."""
     kv = {"k_new": k_new, "v_new": v_new, "cu_seqlens_k_new": cu_seqlens_k_new, "cache_batch_idx": cache_batch_idx,
@@ -188,7 +163,6 @@ def fwd_kvcache(
     )
 
 
-@fwd_kvcache.register_fake
 def _fwd_kvcache_fake(q, k_cache, v_cache, k_new, v_new, cu_seqlens_q, *rest):
     out_dtype = torch.bfloat16 if q.dtype == _FP8 else q.dtype
     out = q.new_empty(tuple(q.shape[:-1]) + (v_cache.shape[-1],), dtype=out_dtype)
@@ -196,34 +170,107 @@ def _fwd_kvcache_fake(q, k_cache, v_cache, k_new, v_new, cu_seqlens_q, *rest):
     return out, q.new_empty(lse_shape, dtype=torch.float32)
 
 
-@torch.library.custom_op("longattn::combine", mutates_args=())
-def combine(out_partial: torch.Tensor, lse_partial: torch.Tensor, out_dtype: Optional[torch.dtype],
-            backend: str) -> Tuple[torch.Tensor, torch.Tensor]:
+def _combine_impl(out_partial, lse_partial, out_dtype, backend):
     """(out, lse) of longattn.combine: out_partial (splits, tokens, heads, dim_v), lse_partial
     float32 (splits, heads, tokens) -> out (tokens, heads, dim_v), lse (heads, tokens)."""
     name = _DTYPE_NAMES[out_dtype] if out_dtype is not None else None
     return _combine(out_partial, lse_partial, out_dtype=name, return_lse=True, backend=backend)
 
 
-@combine.register_fake
 def _combine_fake(out_partial, lse_partial, out_dtype, backend):
     s = out_partial.shape
     out = out_partial.new_empty((s[1], s[2], s[3]), dtype=out_dtype or out_partial.dtype)
     return out, out_partial.new_empty((s[2], s[1]), dtype=torch.float32)
 
 
-def _no_context(ctx, inputs, output):
-    pass
+# ---------------------------------------------------------------- registration
+
+_NO_BACKWARD = ("backward: longattn is forward-only (inference / prefill); it has no gradient for "
+                "q, k, v or sinks. Use FlashAttention or SDPA to train.")
+_C = torch._C
+_AFTER_AUTOGRAD = _C._after_autograd_keyset
+_AFTER_AD_INPLACE = _C._after_ADInplaceOrView_keyset
+_BACKENDS = (_C.DispatchKey.CPU, _C.DispatchKey.CUDA)
+_any_requires_grad = getattr(_C, "_any_requires_grad", None) or (
+    lambda *args: any(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
 
 
-def _no_backward(ctx, *grads):
-    raise NotImplementedError(
-        "backward: longattn is forward-only (inference / prefill); it has no gradient for "
-        "q, k, v or sinks. Use FlashAttention or SDPA to train.")
+class _ForwardOnly(torch.autograd.Function):
+    """An op's call when an input requires grad: the op below autograd, outputs that record
+    a backward which raises."""
+
+    @staticmethod
+    def forward(ctx, op, keyset, *args):
+        with _C._AutoDispatchBelowAutograd():
+            return op.redispatch(keyset & _AFTER_AUTOGRAD, *args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError(_NO_BACKWARD)
 
 
-fwd.register_autograd(_no_backward, setup_context=_no_context)
-combine.register_autograd(_no_backward, setup_context=_no_context)
+def _autograd_kernel(op, body, mutated):
+    """The op's Autograd kernel. The dispatcher passes every argument positionally (the schemas
+    have no defaults and no keyword-only arguments)."""
+
+    def kernel(keyset, *args):
+        if _C.is_grad_enabled() and _any_requires_grad(*args):
+            return _ForwardOnly.apply(op, keyset, *args)
+        if (keyset & _AFTER_AD_INPLACE).highestPriorityTypeId() in _BACKENDS:  # plain tensors
+            for i in mutated:
+                torch.autograd.graph.increment_version(args[i])
+            return body(*args)
+        with _C._AutoDispatchBelowAutograd():
+            return op.redispatch(keyset & _AFTER_AUTOGRAD, *args)
+
+    return kernel
+
+
+def _version_bump_kernel(op, mutated):
+    """ADInplaceOrView kernel of a mutating op: bump the version counters of what it writes."""
+
+    def kernel(keyset, *args):
+        for i in mutated:
+            torch.autograd.graph.increment_version(args[i])
+        return op.redispatch(keyset & _AFTER_AD_INPLACE, *args)
+
+    return kernel
+
+
+_lib = torch.library.Library("longattn", "FRAGMENT")
+
+
+def _register(name, schema, body, fake, mutated=()):
+    """Defines longattn::name: body as the backend kernel (hidden from dynamo, as custom_op
+    does), the fake, and the Autograd (plus, if it writes its inputs, ADInplaceOrView)
+    kernels above. mutated: positions of the arguments the op writes."""
+    _lib.define(name + schema, tags=(torch.Tag.pt2_compliant_tag,))
+    op = getattr(torch.ops.longattn, name).default
+    _lib.impl(name, torch._disable_dynamo(body), "CompositeExplicitAutograd")
+    _lib.impl(name, _autograd_kernel(op, body, mutated), "Autograd", with_keyset=True)
+    if mutated:
+        _lib.impl(name, _version_bump_kernel(op, mutated), "ADInplaceOrView", with_keyset=True)
+    torch.library.register_fake(f"longattn::{name}", fake, lib=_lib)
+    return op
+
+
+fwd = _register(
+    "fwd", "(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, Tensor? seqused_q, "
+    "Tensor? seqused_k, Tensor? page_table, SymInt max_seqlen_q, SymInt max_seqlen_k, Tensor? sinks, "
+    "Tensor? q_descale, Tensor? k_descale, Tensor? v_descale, float? softmax_scale, float softcap, bool causal, "
+    "SymInt window_left, SymInt window_right, SymInt attention_chunk, str backend, SymInt num_threads) "
+    "-> (Tensor, Tensor)", _fwd_impl, _fwd_fake)
+fwd_kvcache = _register(
+    "fwd_kvcache", "(Tensor q, Tensor(a1!) k_cache, Tensor(a2!) v_cache, Tensor? k_new, Tensor? v_new, "
+    "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k_new, Tensor? cache_seqlens, Tensor? cache_batch_idx, "
+    "Tensor? cache_leftpad, Tensor? page_table, Tensor? rotary_cos, Tensor? rotary_sin, Tensor? rotary_seqlens, "
+    "bool rotary_interleaved, SymInt max_seqlen_q, Tensor? sinks, Tensor? q_descale, Tensor? k_descale, "
+    "Tensor? v_descale, float? softmax_scale, float softcap, bool causal, SymInt window_left, "
+    "SymInt window_right, SymInt attention_chunk, str backend, SymInt num_threads) -> (Tensor, Tensor)",
+    _fwd_kvcache_impl, _fwd_kvcache_fake, mutated=(1, 2))
+combine = _register(
+    "combine", "(Tensor out_partial, Tensor lse_partial, ScalarType? out_dtype, str backend) -> (Tensor, Tensor)",
+    _combine_impl, _combine_fake)
 
 
 def _direct(*tensors) -> bool:

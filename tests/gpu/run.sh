@@ -26,6 +26,8 @@
 #   fp8       --fp8 (longattn fp8, cuDNN fp8 via .whl's cudnn-frontend, bf16 references)
 #   variants  --variants (longattn override columns: tile, sections, dynamic, rescale)
 #   pytest    the Python package's GPU tests (pytest -m gpu tests/python)
+#   host      bench/gpu/host_overhead.py: host time per call through Python, eager and
+#             torch.compile'd (issue 16; needs the Python extension)
 #   cp        tests/gpu/cp_one_gpu.py: context parallelism's per-rank kernels, W ranks simulated
 #             in one process, split overhead (issue 18; needs the Python extension)
 #   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
@@ -175,6 +177,7 @@ for st in $STAGES; do
     pytest)  # the Python package's GPU tests (torch tensors on the device) through $PYPKG
       run pytest python3 -m pytest -q -m gpu tests/python -p no:cacheprovider
       tail -5 "$LOGS/pytest.log" | tee -a "$SUM" ;;
+    host) run host_overhead python3 bench/gpu/host_overhead.py; grep "^|" "$LOGS/host_overhead.log" | tee -a "$SUM" ;;
     cp)
       run cp_one_gpu python3 tests/gpu/cp_one_gpu.py
       grep -E "FAIL|^\(c\)|overhead|passed|failed" "$LOGS/cp_one_gpu.log" | head -20 | tee -a "$SUM" ;;

@@ -177,3 +177,33 @@ def test_eager_plain_tensors_skip_the_dispatcher(monkeypatch):
     via_op = fai.flash_attn_func(q.requires_grad_(), k, v, causal=True)
     assert calls == [1]
     torch.testing.assert_close(direct, via_op.detach(), atol=0, rtol=0)
+
+
+def test_op_autograd_kernel_paths():
+    # The ops' Autograd kernel runs the body itself only for plain tensors: a dispatch mode
+    # still sees the op; the kvcache op bumps its caches' versions and refuses backward by name.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Seen.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    q, k, v = dense_case()
+    args = (None, None, None, None, None, 0, 0, None, None, None, None, None, 0.0, True, -1, -1, 0, "auto", 0)
+    plain = torch.ops.longattn.fwd(q, k, v, *args)
+    with Seen():
+        moded = torch.ops.longattn.fwd(q, k, v, *args)
+    assert "longattn.fwd.default" in Seen.ops
+    assert_same(moded, plain)
+    kc, vc = k.clone(), v.clone()
+    versions = kc._version, vc._version
+    cache_args = (k[:, :1], v[:, :1], None, None, torch.tensor([20, 20], dtype=torch.int32), None, None, None,
+                  None, None, None, True, 0, None, None, None, None, None, 0.0, True, -1, -1, 0, "auto", 0)
+    torch.ops.longattn.fwd_kvcache(q[:, :1], kc, vc, *cache_args)
+    assert (kc._version, vc._version) == (versions[0] + 1, versions[1] + 1)
+    out, lse = torch.ops.longattn.fwd_kvcache(q[:, :1].clone().requires_grad_(), k.clone(), v.clone(), *cache_args)
+    with pytest.raises(NotImplementedError, match="^backward: longattn is forward-only"):
+        out.sum().backward()

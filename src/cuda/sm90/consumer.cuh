@@ -60,6 +60,13 @@ template <class Cfg>
 __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::Smem sm, int wg, int tid) {
   // P fragments: 16-bit P packs 2 per register, fp8 P 4.
   constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDimV / 2, kNP = Cfg::kBlockN / (Cfg::kFp8 ? 8 : 4);
+  // Two P buffers (see the main loop) where S, O and both fit in registers with 40 to spare.
+  // NOTES: with two, the paged bf16 hdim-128 consumers spilled 152-220 bytes, hdim 256
+  // 132-158 and 192 / 128 12; the 128 x 176 / 192 and 192 x 128 tiles kept their registers
+  // by serializing every wgmma (ptxas C7512).
+  // Not fp8: there two buffers ran 0.94-0.98x of one (H100 session 7, run 3).
+  constexpr bool kDoubleP =
+      !Cfg::kFp8 && !Cfg::kPaged && Cfg::kHeadDim <= 128 && kNS + kNO + 2 * kNP <= Cfg::kTile.consumer_regs - 40;
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // this thread's first row in the tile
   PipeState<Cfg::kStages> ks, vs;
@@ -210,8 +217,14 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     ptx::mbar_wait(sm.q_full(qs.stage), qs.phase);
     qs.advance();
     if (hi > lo) {
+      // P is double-buffered (pa, pb; kDoubleP): the P V in flight reads one buffer while the
+      // softmax of the next block writes the other. With one buffer the conversion has to wait
+      // for that P V, and ptxas hoists the wait above the whole softmax (to interleave the
+      // conversions with the exp2s): the softmax then no longer overlaps this warpgroup's P V.
+      // With two, a step waits for the previous P V only after issuing its own Q K^T.
       float s[kNS];
-      uint32_t pf[kNP];
+      uint32_t pa[kNP], pb[kNP];
+      uint32_t(&p_second)[kNP] = *(kDoubleP ? &pb : &pa);  // the buffer odd steps write
       int64_t j = hi - 1;
       wait_full(sm.k_full(ks.stage), ks.phase);
       turn.wait_turn();
@@ -224,44 +237,77 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       if (j == lo) release(q_empty);
       mask_s(s, j);
       softmax_update(s);
-      to_p(s, pf);
+      to_p(s, pa);
       bool rescale = false;  // O rescale owed by the last softmax, applied before the next P.V
-
-      for (j = hi - 2; j >= lo; --j) {
+      bool pv_pending = false;  // a P.V is in flight; its V stage (v_done) is released after it
+      uint32_t v_done = 0;
+      auto finish_pv = [&] {  // the P.V in flight (if any) has completed: O and its P are free
+        if (pv_pending) {
+          ptx::pin(o);
+          release(sm.pv_empty(v_done));
+        }
+      };
+      // One key block j: S = Q K[j]^T, O += P_in V[j + 1], then P_out = softmax(S).
+      auto step = [&](int64_t jj, uint32_t(&p_in)[kNP], uint32_t(&p_out)[kNP]) {
         wait_full(sm.k_full(ks.stage), ks.phase);
-        if (j == hi - 2) clear_v_tail();  // V[hi - 1], read by this iteration's P.V
+        if (jj == hi - 2) clear_v_tail();  // V[hi - 1], read by this step's P.V
         turn.wait_turn();
         gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage), uint32_t(p.k_grouped));
-        // Rescale O while S runs on the tensor cores (FlashAttention-3 order): O is not an
-        // operand of any wgmma in flight here.
+        ptx::wgmma_wait<1>();  // the previous step's P.V (S is still in flight)
+        finish_pv();
+        // Rescale O while S runs on the tensor cores (FlashAttention-3 order).
         if (rescale) rescale_rows(o, factor);
         wait_full(sm.pv_full(vs.stage), vs.phase);
-        pv(o, pf);
+        pv(o, p_in);
         turn.pass_turn();
-        ptx::wgmma_wait<1>();
+        v_done = vs.stage;
+        vs.advance();
+        pv_pending = true;
+        ptx::wgmma_wait<1>();  // S
         ptx::pin(s);
         release(sm.k_empty(ks.stage));
         ks.advance();
-        if (j == lo) release(q_empty);
-        mask_s(s, j);
+        if (jj == lo) release(q_empty);
+        mask_s(s, jj);
         const bool moved = softmax_update(s);
         rescale = moved || p.rescale_threshold <= 0.f;
+        if constexpr (!kDoubleP) {  // one buffer: the P.V reading it completes first
+          ptx::wgmma_wait<0>();
+          finish_pv();
+          pv_pending = false;
+        }
+        to_p(s, p_out);
+      };
+      // The last P.V, from the buffer holding the last block's P.
+      auto last_pv = [&](uint32_t(&p_last)[kNP]) {
+        ptx::wgmma_wait<0>();
+        finish_pv();
+        if (rescale) rescale_rows(o, factor);
+        wait_full(sm.pv_full(vs.stage), vs.phase);
+        if (lo == hi - 1) clear_v_tail();  // a single key block: V[lo] is V[hi - 1]
+        turn.wait_turn();
+        pv(o, p_last);
+        turn.pass_turn();
         ptx::wgmma_wait<0>();
         ptx::pin(o);
         release(sm.pv_empty(vs.stage));
         vs.advance();
-        to_p(s, pf);
+      };
+      // Unrolled by two so that both buffers are named statically (registers, not memory).
+      bool last_in_b = false;
+      for (j = hi - 2; j >= lo; j -= 2) {
+        step(j, pa, p_second);
+        if (j - 1 < lo) {
+          last_in_b = true;
+          break;
+        }
+        step(j - 1, p_second, pa);
       }
-      if (rescale) rescale_rows(o, factor);
-      wait_full(sm.pv_full(vs.stage), vs.phase);
-      if (lo == hi - 1) clear_v_tail();  // a single key block: V[lo] is V[hi - 1]
-      turn.wait_turn();
-      pv(o, pf);
-      turn.pass_turn();
-      ptx::wgmma_wait<0>();
-      ptx::pin(o);
-      release(sm.pv_empty(vs.stage));
-      vs.advance();
+      if (last_in_b) {
+        last_pv(p_second);
+      } else {
+        last_pv(pa);
+      }
     } else {
       release(q_empty);
     }
