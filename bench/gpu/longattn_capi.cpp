@@ -32,8 +32,8 @@ int run(longattn::Args& a, void* stream, char* err, int err_len) {
 extern "C" {
 
 /// Sets the internal overrides (src/common/overrides.h) for every later call, from a spec of
-/// comma-separated key=value pairs; "" restores the shipped rules. Keys: tile
-/// (rule|full|causal|wide), sections (N; 0: one section), splits (N; 0: none), tile_list,
+/// comma-separated key=value pairs; "" restores the shipped rules. Keys: sections (N; 0: one
+/// section), splits (N; 0: none), tile_list,
 /// dynamic, pack_gqa, softcap_fixed (rule|off|on), paged_fill (rule|tma|lanes|gather),
 /// paged_group_k, paged_group_v (0|1), rescale_threshold (float; 0: always rescale).
 /// Returns 0, or 1 with a message naming the bad key or value.
@@ -63,13 +63,7 @@ int longattn_bench_set_overrides(const char* spec, char* err, int err_len) {
     if (eq == std::string::npos) return fail("'" + item + "' is not key=value");
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
     bool ok = true;
-    if (k == "tile") {
-      if (v == "rule") o.tile = DenseTile::rule;
-      else if (v == "full") o.tile = DenseTile::full;
-      else if (v == "causal") o.tile = DenseTile::causal;
-      else if (v == "wide") o.tile = DenseTile::wide;
-      else ok = false;
-    } else if (k == "sections") {
+    if (k == "sections") {
       o.sections = std::atoll(v.c_str());
     } else if (k == "splits") {
       o.kv_splits = std::atoll(v.c_str());

@@ -57,7 +57,7 @@ def test_suites():
     assert [shapes.mask_name(c) for c in shapes.windows()] == [
         "causal, window 4096", "causal, window 1024", "causal, chunk 8192", "window (2048, 2048)"]
     assert len(shapes.fp8()) == 18 and {c.d for c in shapes.fp8()} == {64, 128, 256}
-    assert shapes.parse_specs("a:tile=wide,sections=0; sections=0") == [("a", "tile=wide,sections=0"),
+    assert shapes.parse_specs("a:dynamic=on,sections=0; sections=0") == [("a", "dynamic=on,sections=0"),
                                                                           ("sections=0", "sections=0")]
     assert shapes.shape_name(Case(4, 16, 8192, 32, 8, 128, True)) == "d128 b4 x 16q x 8k keys, 32/8 heads"
     assert shapes.rotate_sets(64 << 20, 50 << 20) == 3 and shapes.rotate_sets(1 << 40, 50 << 20) == 2
@@ -91,8 +91,8 @@ def test_tables():
     assert len(report.kernel_lines([r, r])) == 2
     bad = fake_row(c, {"longattn": {"tflops": 1.0, "maxdiff": float("nan")}})
     assert "WRONG?" in report.peer_table([bad])
-    r["impls"]["tile=wide"] = {"tflops": 442.05, "maxdiff": 0.01}
-    assert "442 (1.050)" in report.variants_table([r], ["tile=wide", "sections=0"])
+    r["impls"]["dynamic=on"] = {"tflops": 442.05, "maxdiff": 0.01}
+    assert "442 (1.050)" in report.variants_table([r], ["dynamic=on", "sections=0"])
     r["base"] = "longattn"
     lt = report.long_table([r])
     # The rows carry wall times, so the table has its "wall us" column.

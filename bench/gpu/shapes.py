@@ -173,9 +173,6 @@ def fp8():
 # longattn_bench_set_overrides specs of the --variants columns (label, spec): each changes
 # one choice of the shipped rules.
 VARIANTS = [
-    ("tile=causal", "tile=causal"),
-    ("tile=full", "tile=full"),
-    ("tile=wide", "tile=wide"),
     ("sections=0", "sections=0"),
     ("dynamic=on", "dynamic=on"),
     ("rescale=0", "rescale_threshold=0"),

@@ -16,20 +16,12 @@ namespace longattn::detail {
 // A choice forced off or on, or left to the rule.
 enum class Force : int8_t { rule = -1, off = 0, on = 1 };
 
-// The dense CUDA kernel's tile (src/cuda/sm90/tile_size.h); `rule`: the table's choice.
-enum class DenseTile : int8_t {
-  rule = -1,
-  full = 0,    // the long non-causal tile (hdim 128: 128 x 176)
-  causal = 1,  // the causal tile (hdim 128: 128 x 128); also short non-causal prompts
-  wide = 2,    // hdim 128: 128 x 192 (non-causal, 2k..16k keys); elsewhere = full
-};
 
 // How the paged producer fills a K/V tile shorter than a page (src/cuda/sm90/paged_kv.cuh).
 enum class PagedFill : int8_t { rule = -1, tma = 0, lanes = 1, gather = 2 };
 
 struct Overrides {
   // CUDA backend.
-  DenseTile tile = DenseTile::rule;       // dense kernels only
   int64_t sections = -1;                  // (batch, head) pairs per L2 section; 0: one section of all; -1: rule
   int64_t kv_splits = -1;                 // split-KV of dense batch-1 calls; 0 or 1: none; -1: rule
   Force tile_list = Force::rule;          // ragged: the device tile list (on) or the padded grid (off)

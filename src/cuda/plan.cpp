@@ -13,21 +13,11 @@
 namespace longattn::cuda {
 namespace {
 
-using detail::DenseTile;
 using detail::Force;
 using detail::KvLayout;
 using sm90::Kernel;
 
 bool decide(Force f, bool rule) { return f == Force::rule ? rule : f == Force::on; }
-
-Kernel forced_dense(DenseTile t, Kernel rule) {
-  switch (t) {
-    case DenseTile::full: return Kernel::dense;
-    case DenseTile::causal: return Kernel::dense_causal;
-    case DenseTile::wide: return Kernel::dense_wide;
-    default: return rule;
-  }
-}
 
 // Split-KV of a dense batch-1 call whose tiles fill too few SMs (schedule_rule.h kv_splits).
 int64_t plan_splits(const detail::Problem& p, const detail::Overrides& ov, const sm90::TileConfig& t,
@@ -50,7 +40,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   const bool split_dims = p.dim_qk != p.dim_v;
   const bool paged = p.kv == KvLayout::paged;
   const int d = int(p.dim_qk), dv = int(p.dim_v);
-  // Which kernel: the dense kinds serve plain attention; sinks, softcap, windows and chunks
+  // Which kernel: the dense kind serves plain attention; sinks, softcap, windows and chunks
   // the feature kind; per-sequence extents (ragged q / k, seqused_q / seqused_k), paged K/V
   // and split head dims the ragged / paged kinds (a dense q keeps its layout there).
   bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || p.has_seqused_q || paged || split_dims;
@@ -59,11 +49,10 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   const bool feat_fits = 2 * (p.max_seq_q + p.max_seq_k) <= INT32_MAX - 4096;
   if (features && !feat_fits)
     return Status::NotSupported("sinks/softcap/windows/chunks with seq_q + seq_k beyond 2^30 not supported by the CUDA backend yet");
-  const Kernel dense = forced_dense(ov.tile, sm90::dense_kernel(d, causal, p.max_seq_k));
   const sm90::TileConfig unpacked_tile = paged      ? sm90::paged_tile(d, dv)
                                          : ragged   ? sm90::ragged_tile(d, dv)
                                          : features ? sm90::feature_tile(d)
-                                                    : sm90::kernel_tile(dense, d, d);
+                                                    : sm90::dense_tile(d);
   // Packed GQA (pack_gqa.h): the ragged (paged) kernel with tiles of the g query heads of one
   // kv head, decided against the unpacked call's split-KV (dense batch-1 calls only).
   const int pack_block_m = sm90::ragged_tile(d).block_m;
@@ -90,7 +79,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   pl.kernel = paged      ? (pack ? Kernel::paged_packed : Kernel::paged)
               : ragged   ? (pack ? Kernel::ragged_packed : Kernel::ragged)
               : features ? Kernel::feature
-                         : dense;
+                         : Kernel::dense;
   pl.tile = p.fp8 ? sm90::fp8_tile(pl.kernel, d, dv) : sm90::kernel_tile(pl.kernel, d, dv);
   const sm90::TileConfig& tc = pl.tile;
 

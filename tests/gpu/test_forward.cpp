@@ -47,8 +47,8 @@ std::vector<Shape> core_cases() {
     v.push_back(S(1, 600, 600, 4, 4, 64, c, DType::f16, DType::f32));
     v.push_back(S(1, 600, 650, 4, 4, 256, c, DType::bf16, DType::f32));
   }
-  // Non-causal hdim 128 with 4k..16k keys runs the 128 x 192 tile (tile_size.h
-  // default_variant): f16 in, f32 out, GQA, odd lengths.
+  // Non-causal hdim 128 with many key blocks (the double-buffered P of consumer.cuh over
+  // 24 blocks, odd tail): f16 in, f32 out, GQA.
   v.push_back(S(2, 700, 3001, 4, 2, 128, false, DType::f16, DType::f32));
   Shape tl = S(1, 300, 1000, 4, 4, 128, true);
   tl.top_left = true;

@@ -135,22 +135,13 @@ TEST(PageMath, KvStepsFollowTheConsumersOrder) {
   }
 }
 
-// The dense kernel's tile rule for hdim 128 non-causal: 128 x 128 up to 2k keys, 128 x 192
-// to 16k, then 128 x 176; causal and other head dims: the table.
-TEST(TileSize, DenseKernelRule) {
-  EXPECT_EQ(dense_kernel(128, false, 1024), Kernel::dense_causal);
-  EXPECT_EQ(dense_kernel(128, false, 2048), Kernel::dense_causal);
-  EXPECT_EQ(dense_kernel(128, false, 2049), Kernel::dense_wide);
-  EXPECT_EQ(dense_kernel(128, false, 16384), Kernel::dense_wide);
-  EXPECT_EQ(dense_kernel(128, false, 16385), Kernel::dense);
-  EXPECT_EQ(dense_kernel(128, true, 8192), Kernel::dense_causal);
-  EXPECT_EQ(dense_kernel(64, false, 8192), Kernel::dense);
-  EXPECT_EQ(dense_kernel(256, false, 8192), Kernel::dense);
-  EXPECT_EQ(dense_kernel(96, false, 8192), Kernel::dense_wide);
-  EXPECT_TRUE(kernel_tile(Kernel::dense_wide, 128, 128) == (TileConfig{128, 192, 2, 2, 24, 240, 1, false}));
-  EXPECT_TRUE(kernel_tile(Kernel::dense_wide, 64, 64) == kernel_tile(Kernel::dense, 64, 64));
-  EXPECT_TRUE(kernel_tile(Kernel::dense_causal, 256, 256) == kernel_tile(Kernel::dense, 256, 256));
-  EXPECT_TRUE(kernel_tile(Kernel::feature, 128, 128) == kernel_tile(Kernel::dense_causal, 128, 128));
+// One dense tile per head dim, causal or not; the feature and ragged kinds share it at hdim 128.
+TEST(TileSize, DenseTile) {
+  EXPECT_TRUE(kernel_tile(Kernel::dense, 128, 128) == (TileConfig{128, 128, 2, 2, 32, 232, 2}));
+  EXPECT_TRUE(kernel_tile(Kernel::dense, 64, 64) == (TileConfig{192, 128, 2, 3, 32, 160, 2}));
+  EXPECT_TRUE(kernel_tile(Kernel::dense, 256, 256) == (TileConfig{128, 80, 2, 2, 24, 240, 1, false}));
+  EXPECT_TRUE(kernel_tile(Kernel::feature, 128, 128) == kernel_tile(Kernel::dense, 128, 128));
+  EXPECT_TRUE(kernel_tile(Kernel::ragged, 128, 128) == kernel_tile(Kernel::dense, 128, 128));
 }
 
 // Mode rule: tile-multiple pages always take one TMA per tile; boxes under 16 rows gather by

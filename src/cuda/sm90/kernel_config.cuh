@@ -50,12 +50,11 @@ struct KernelConfig {
   static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
   // Dynamic tile assignment compiled in (used when FwdParams::tile_counter is set): the
   // kernels with the sectioned LPT schedule (scheduler.cuh DynamicTiles).
-  // NOTES: not the three-warpgroup hdim-64 tile (consumers at 160 registers spilled 4 bytes).
-  // Nor the wide non-causal dense tiles (the 128 x 176 consumer spilled 28 bytes): uniform
-  // tiles gain nothing from it. Nor the hdim-64 paged kernel (it spilled 8 bytes).
+  // NOTES: not the three-warpgroup hdim-64 tile (consumers at 160 registers spilled 4 bytes),
+  // nor the hdim-64 paged kernel (it spilled 8 bytes).
   // NOTES: not fp8 yet (its V transposer would have to follow the published ids too).
   static constexpr bool kDynamic = !kFp8 && kTile.lpt_sections && kTile.consumer_wgs == 2 &&
-                                   (kKind_ == Kernel::dense_causal || kFeat) && !(kPaged && kHeadDim_ <= 64);
+                                   (kKind_ == Kernel::dense || kFeat) && !(kPaged && kHeadDim_ <= 64);
   static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
   static_assert(kBlockN % 16 == 0 && kHeadDim % kChunkCols == 0 && kHeadDimV % kChunkCols == 0,
                 "wgmma k16 steps / 128B chunks");

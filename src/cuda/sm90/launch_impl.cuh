@@ -103,9 +103,7 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
     // One tile for every fp8 kind (tile_size.h fp8_tile): the dense kinds share a kernel, and
     // the feature kind runs on the ragged one (which takes dense layouts too).
     switch (a.kernel) {
-      case Kernel::dense:
-      case Kernel::dense_causal:
-      case Kernel::dense_wide: return launch_cfg<KernelConfig<T, D, DV, Kernel::dense>>(a);
+      case Kernel::dense: return launch_cfg<KernelConfig<T, D, DV, Kernel::dense>>(a);
       case Kernel::feature:
       case Kernel::ragged: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged>>(a);
       case Kernel::paged: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged>>(a);
@@ -120,24 +118,8 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
       default: return cudaErrorInvalidValue;
     }
   } else {
-    // A dense kind whose tile equals another's runs that one's instantiation (hdim 64 / 256:
-    // one dense tile; dense_wide is hdim 128's only).
-    constexpr TileConfig full = kernel_tile(Kernel::dense, D, D), causal = kernel_tile(Kernel::dense_causal, D, D),
-                         wide = kernel_tile(Kernel::dense_wide, D, D);
     switch (a.kernel) {
       case Kernel::dense: return launch_cfg<KernelConfig<T, D, D, Kernel::dense>>(a);
-      case Kernel::dense_causal:
-        if constexpr (causal == full) {
-          return launch_cfg<KernelConfig<T, D, D, Kernel::dense>>(a);
-        } else {
-          return launch_cfg<KernelConfig<T, D, D, Kernel::dense_causal>>(a);
-        }
-      case Kernel::dense_wide:
-        if constexpr (wide == full) {
-          return launch_cfg<KernelConfig<T, D, D, Kernel::dense>>(a);
-        } else {
-          return launch_cfg<KernelConfig<T, D, D, Kernel::dense_wide>>(a);
-        }
       case Kernel::feature: return launch_cfg<KernelConfig<T, D, D, Kernel::feature>>(a);
       case Kernel::ragged: return launch_cfg<KernelConfig<T, D, D, Kernel::ragged>>(a);
       case Kernel::paged: return launch_cfg<KernelConfig<T, D, D, Kernel::paged>>(a);

@@ -25,15 +25,15 @@ struct TileConfig {
 // Producer registers: 24 is enough for the global schedule; with the sectioned causal
 // schedule the producer spills at 24, so those tiles use 32/232.
 
-// The dense kernels' tiles. `causal_tile`: finer diagonal tiles with two Q buffers.
-constexpr TileConfig dense_tile(int head_dim, bool causal_tile) {
+// The dense kernel's tile (plain attention, causal or not).
+constexpr TileConfig dense_tile(int head_dim) {
   // hdim 64: 192 x 128 with three consumer warpgroups (128 x 32 + 384 x 160 = 64K registers;
   // 40/152 spilled 48 bytes); two Q buffers (112 KB smem).
   if (head_dim <= 64) return {192, 128, 2, 3, 32, 160, 2};
-  // hdim 128: 128 x 176 non-causal (208 KB smem, no room for a second Q; S 88 + P 44 + O 64
-  // registers), 128 x 128 causal with two Q buffers (192 KB).
-  if (head_dim <= 128)
-    return causal_tile ? TileConfig{128, 128, 2, 2, 32, 232, 2} : TileConfig{128, 176, 2, 2, 32, 232};
+  // hdim 128: 128 x 128 with two Q buffers (192 KB smem); S 64 + two P buffers of 32 + O 64
+  // registers (consumer.cuh kDoubleP). NOTES: the wider non-causal tiles (128 x 176 / 192:
+  // S 88-96, one P buffer) ran 0.94-0.96x of it at 4k-16k (docs/PERFORMANCE.md).
+  if (head_dim <= 128) return {128, 128, 2, 2, 32, 232, 2};
   // hdim 256: O alone takes 128 registers; 128 x 80 (224 KB smem) at 24/240. The sectioned
   // causal schedule does not fit there (producer spills at 24 and 32 registers, consumer at
   // 232), so hdim 256 keeps the global one; the sectioned 128 x 64 tile at 40/224 was slower
@@ -41,14 +41,11 @@ constexpr TileConfig dense_tile(int head_dim, bool causal_tile) {
   return {128, 80, 2, 2, 24, 240, 1, false};
 }
 
-// hdim 128, non-causal, 2k..16k keys: 128 x 192 (one Q buffer, 24/240: S 96 + P 48 + O 64).
-constexpr TileConfig wide_tile() { return {128, 192, 2, 2, 24, 240, 1, false}; }
-
 // The feature kernel's tile (sinks, softcap, windows, chunks): the causal tile (finer key
 // blocks for window edges). NOTES: the window element mask spilled on hdim 64 (28 bytes) and
 // 256 (4 bytes) until it became one unsigned compare per element (mask.cuh) and its
 // arithmetic 32-bit.
-constexpr TileConfig feature_tile(int head_dim) { return dense_tile(head_dim, true); }
+constexpr TileConfig feature_tile(int head_dim) { return dense_tile(head_dim); }
 
 // The ragged feature kernel's tile (per-sequence starts and lengths read per tile). NOTES:
 // on the hdim-64 (192 x 128 at 160 registers) and hdim-256 (128 x 80 at 240) tiles its
@@ -58,7 +55,7 @@ constexpr TileConfig feature_tile(int head_dim) { return dense_tile(head_dim, tr
 constexpr TileConfig ragged_tile(int head_dim, int head_dim_v = 0) {
   if (head_dim_v > 0 && head_dim_v != head_dim) return {128, 128, 2, 2, 32, 232, 1};
   if (head_dim <= 64) return {128, 128, 2, 2, 32, 232, 2};
-  if (head_dim <= 128) return dense_tile(head_dim, true);
+  if (head_dim <= 128) return dense_tile(head_dim);
   return {128, 64, 2, 2, 24, 240, 1, false};
 }
 
@@ -84,9 +81,7 @@ constexpr bool paged_team_ok(const TileConfig& t) { return t.producer_regs >= 56
 // ones) and takes its tile from kernel_tile below; launch_impl.cuh instantiates each kind
 // once per (dtype, head dims) where its tile differs.
 enum class Kernel : int {
-  dense,          // plain attention on the long non-causal tile (hdim 128: 128 x 176)
-  dense_causal,   // plain attention on the causal tile (also short non-causal prompts)
-  dense_wide,     // plain attention, hdim 128 on 128 x 192 (non-causal, 2k..16k keys)
+  dense,          // plain attention, causal or not
   feature,        // + sinks, softcap, windows, chunks (run-time predicates), dense layout
   ragged,         // feature + per-sequence starts and lengths (cu_seqlens, seqused_k)
   paged,          // ragged + paged K/V (the producer resolves pages)
@@ -100,9 +95,7 @@ constexpr bool kernel_packed(Kernel k) { return k == Kernel::ragged_packed || k 
 
 constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
   switch (k) {
-    case Kernel::dense: return dense_tile(head_dim, false);
-    case Kernel::dense_causal: return dense_tile(head_dim, true);
-    case Kernel::dense_wide: return head_dim > 64 && head_dim <= 128 ? wide_tile() : dense_tile(head_dim, false);
+    case Kernel::dense: return dense_tile(head_dim);
     case Kernel::feature: return feature_tile(head_dim);
     case Kernel::ragged:
     case Kernel::ragged_packed: return ragged_tile(head_dim, head_dim_v);
@@ -117,16 +110,6 @@ constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
 // 1..3 transpose V (fp8.cuh; two steps in flight spilled at 40): 56 / 224.
 constexpr TileConfig fp8_tile(Kernel, int head_dim, int) {
   return head_dim <= 128 ? TileConfig{128, 128, 3, 2, 56, 224, 2} : TileConfig{128, 128, 2, 2, 56, 224, 1};
-}
-
-// The dense kernel for a problem: causal problems the causal tile; hdim-128 non-causal ones
-// by key count: up to 2k the causal tile (its 128-key blocks waste less of short rows), 2k..16k
-// the 128 x 192 tile, longer ones 128 x 176 (128 x 192 loses there with the same tile order;
-// not profiled). docs/PERFORMANCE.md has the measurements.
-constexpr Kernel dense_kernel(int head_dim, bool causal, long long seq_k) {
-  if (causal) return Kernel::dense_causal;
-  if (head_dim <= 64 || head_dim > 128) return Kernel::dense;
-  return seq_k <= 2048 ? Kernel::dense_causal : seq_k <= 16384 ? Kernel::dense_wide : Kernel::dense;
 }
 
 constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
