@@ -1,7 +1,7 @@
 """longattn through its benchmark C ABI (bench/gpu/longattn_capi.cpp, liblongattn_capi.so),
 loaded with ctypes: raw device pointers of contiguous torch tensors, torch's current stream.
 
-Internal variants (tile, L2 sections, split-KV, ...) are chosen with
+Internal variants (L2 sections, split-KV, dynamic tiles, ...) are chosen with
 longattn_bench_set_overrides; `with la.overrides("sections=0"): ...` sets a spec and always
 restores the shipped rules ("") afterwards.
 """

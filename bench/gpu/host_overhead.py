@@ -56,7 +56,6 @@ def main():
         return fai.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True)
 
     cases = [("flash_attn_func", dense), ("flash_attn_func + LSE", dense_lse), ("flash_attn_with_kvcache", kvcache)]
-    # A kernel of this size alone, for scale (CUPTI is not needed: it is below the host time).
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     print("| call | mode | wall us / call | CPU us / call |")
     print("|---|---|---|---|")

@@ -5,7 +5,7 @@ Usage: ncu -k regex:fwd_kernel -s 1 -c 1 --metrics ... python3 bench/gpu/once.py
        --batch 1 --seq 65536 --hq 32 --hk 8 --dim 128 [--causal] [--softcap 30 [--sinks]]
        [--window 4096] [--overrides "sections=0"]
 --overrides takes a longattn_bench_set_overrides spec (keys in bench/gpu/longattn_capi.cpp:
-tile, sections, splits, tile_list, dynamic, pack_gqa, softcap_fixed, paged_fill, ...); ""
+sections, splits, tile_list, dynamic, pack_gqa, softcap_fixed, paged_fill, ...); ""
 runs the shipped rules."""
 import argparse
 import math

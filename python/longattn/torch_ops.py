@@ -215,6 +215,10 @@ def _autograd_kernel(op, body, mutated):
 
     def kernel(keyset, *args):
         if _C.is_grad_enabled() and _any_requires_grad(*args):
+            # An in-place write into a tensor that requires grad would not be recorded.
+            if any(args[i] is not None and args[i].requires_grad for i in mutated):
+                raise NotImplementedError(f"{op}: writes into an argument that requires grad; "
+                                          "longattn is forward-only, pass caches that do not require grad")
             return _ForwardOnly.apply(op, keyset, *args)
         if (keyset & _AFTER_AD_INPLACE).highestPriorityTypeId() in _BACKENDS:  # plain tensors
             for i in mutated:

@@ -118,7 +118,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   const int64_t tiles = pl.num_m_blocks * pl.sched_heads * p.batch;
   if (tiles >= INT32_MAX - 4096) return Status::NotSupported("2^31 or more query tiles not supported by the CUDA backend yet");
 
-  // Split-KV: dense kinds only (a sink would count once per split).
+  // Split-KV: the dense kind only (a sink would count once per split).
   if (!features && p.batch == 1) pl.kv_splits = plan_splits(p, ov, tc, tiles, num_sms);
 
   // Softcap: the fixed-max update where P keeps its range (bf16 in, cap <= 52), else fused.

@@ -38,7 +38,7 @@ struct Shape {
   float unread = 0.f;
   uint64_t seed = 1;
   int64_t l2_budget = 0;  // Args::l2_budget_bytes (0: the device rule)
-  // Internal overrides (tile, schedule, paged mode, ...) the call runs with; default: the rules.
+  // Internal overrides (schedule, split-KV, paged mode, ...) the call runs with; default: the rules.
   detail::Overrides ov;
   std::string name() const;
 };

@@ -24,7 +24,7 @@
 #   kvcache   --features --match kvcache: decode and chunked prefill through the kvcache call
 #             (append + rotary) vs attention-only + torch copy + torch rotary (issue 17)
 #   fp8       --fp8 (longattn fp8, cuDNN fp8 via .whl's cudnn-frontend, bf16 references)
-#   variants  --variants (longattn override columns: tile, sections, dynamic, rescale)
+#   variants  --variants (longattn override columns: sections, dynamic, rescale, ...)
 #   pytest    the Python package's GPU tests (pytest -m gpu tests/python)
 #   host      bench/gpu/host_overhead.py: host time per call through Python, eager and
 #             torch.compile'd (issue 16; needs the Python extension)

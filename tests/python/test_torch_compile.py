@@ -207,3 +207,9 @@ def test_op_autograd_kernel_paths():
     out, lse = torch.ops.longattn.fwd_kvcache(q[:, :1].clone().requires_grad_(), k.clone(), v.clone(), *cache_args)
     with pytest.raises(NotImplementedError, match="^backward: longattn is forward-only"):
         out.sum().backward()
+    kg = k.clone().requires_grad_()
+    with pytest.raises(NotImplementedError, match="writes into an argument that requires grad"):
+        torch.ops.longattn.fwd_kvcache(q[:, :1], kg, v.clone(), *cache_args)
+    kg = k.clone().requires_grad_()
+    with pytest.raises(NotImplementedError, match="writes into an argument that requires grad"):
+        torch.ops.longattn.fwd_kvcache(q[:, :1], kg, v.clone(), *cache_args)

@@ -62,9 +62,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
   constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDimV / 2, kNP = Cfg::kBlockN / (Cfg::kFp8 ? 8 : 4);
   // Two P buffers (see the main loop) where S, O and both fit in registers with 40 to spare.
   // NOTES: with two, the paged bf16 hdim-128 consumers spilled 152-220 bytes, hdim 256
-  // 132-158 and 192 / 128 12; the 128 x 176 / 192 and 192 x 128 tiles kept their registers
-  // by serializing every wgmma (ptxas C7512).
-  // Not fp8: there two buffers ran 0.94-0.98x of one (H100 session 7, run 3).
+  // 132-158 and 192 / 128 12; the hdim-64 192 x 128 tile kept its registers by serializing
+  // every wgmma (ptxas C7512). Not fp8: two buffers lost there (docs/PERFORMANCE.md).
   constexpr bool kDoubleP =
       !Cfg::kFp8 && !Cfg::kPaged && Cfg::kHeadDim <= 128 && kNS + kNO + 2 * kNP <= Cfg::kTile.consumer_regs - 40;
   const int warp = tid / 32, lane = tid % 32;
@@ -224,7 +223,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       // With two, a step waits for the previous P V only after issuing its own Q K^T.
       float s[kNS];
       uint32_t pa[kNP], pb[kNP];
-      uint32_t(&p_second)[kNP] = *(kDoubleP ? &pb : &pa);  // the buffer odd steps write
+      // The buffer the first step (and every second one after it) writes; pa with one buffer.
+      uint32_t(&p_second)[kNP] = *(kDoubleP ? &pb : &pa);
       int64_t j = hi - 1;
       wait_full(sm.k_full(ks.stage), ks.phase);
       turn.wait_turn();
@@ -253,7 +253,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         if (jj == hi - 2) clear_v_tail();  // V[hi - 1], read by this step's P.V
         turn.wait_turn();
         gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage), uint32_t(p.k_grouped));
-        ptx::wgmma_wait<1>();  // the previous step's P.V (S is still in flight)
+        ptx::wgmma_wait<1>();  // the previous step's P.V (kDoubleP; else only S is in flight)
         finish_pv();
         // Rescale O while S runs on the tensor cores (FlashAttention-3 order).
         if (rescale) rescale_rows(o, factor);

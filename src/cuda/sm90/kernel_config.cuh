@@ -18,7 +18,7 @@ template <class T, int kHeadDim_, int kHeadDimV_, Kernel kKind_>
 struct KernelConfig {
   using Element = T;
   static constexpr Kernel kKind = kKind_;
-  // Sinks, softcap, windows, chunks as run-time predicates; the dense kinds compile none of it.
+  // Sinks, softcap, windows, chunks as run-time predicates; the dense kind compiles none of it.
   static constexpr bool kFeat = kernel_features(kKind_);
   // Per-sequence starts and lengths read per tile (cu_seqlens, seqused_k).
   static constexpr bool kRagged = kernel_ragged(kKind_);

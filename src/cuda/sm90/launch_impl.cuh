@@ -100,8 +100,8 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
                                std::conditional_t<kIn == InType::f16, __half, __nv_fp8_e4m3>>;
   constexpr int D = kHeadDim, DV = kHeadDimV;
   if constexpr (kIn == InType::e4m3) {
-    // One tile for every fp8 kind (tile_size.h fp8_tile): the dense kinds share a kernel, and
-    // the feature kind runs on the ragged one (which takes dense layouts too).
+    // One tile for every fp8 kind (tile_size.h fp8_tile); the feature kind runs on the ragged
+    // one (which takes dense layouts too).
     switch (a.kernel) {
       case Kernel::dense: return launch_cfg<KernelConfig<T, D, DV, Kernel::dense>>(a);
       case Kernel::feature:

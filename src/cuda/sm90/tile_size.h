@@ -41,8 +41,7 @@ constexpr TileConfig dense_tile(int head_dim) {
   return {128, 80, 2, 2, 24, 240, 1, false};
 }
 
-// The feature kernel's tile (sinks, softcap, windows, chunks): the causal tile (finer key
-// blocks for window edges). NOTES: the window element mask spilled on hdim 64 (28 bytes) and
+// The feature kernel's tile (sinks, softcap, windows, chunks): the dense tile. NOTES: the window element mask spilled on hdim 64 (28 bytes) and
 // 256 (4 bytes) until it became one unsigned compare per element (mask.cuh) and its
 // arithmetic 32-bit.
 constexpr TileConfig feature_tile(int head_dim) { return dense_tile(head_dim); }
@@ -79,7 +78,7 @@ constexpr bool paged_team_ok(const TileConfig& t) { return t.producer_regs >= 56
 
 // The kernels, by name. Each compiles a fixed set of features (later kinds add to earlier
 // ones) and takes its tile from kernel_tile below; launch_impl.cuh instantiates each kind
-// once per (dtype, head dims) where its tile differs.
+// once per (dtype, head dims) (fp8: the feature kind runs on the ragged one).
 enum class Kernel : int {
   dense,          // plain attention, causal or not
   feature,        // + sinks, softcap, windows, chunks (run-time predicates), dense layout
