@@ -333,6 +333,12 @@ def run(q, k, v, *, return_lse, out, cu_seqlens_q, cu_seqlens_k, seqused_q, sequ
                  int(max_seqlen_k), sinks, q_descale, k_descale, v_descale,
                  None if softmax_scale is None else float(softmax_scale), float(softcap), bool(causal),
                  int(window[0]), int(window[1]), int(attention_chunk), backend, int(num_threads))
+    return _result(o, lse, out, return_lse)
+
+
+def _result(o, lse, out, return_lse):
+    """An op's outputs as the FA3-style call returns them: o copied into `out` when given
+    (the op allocates its own under compile)."""
     if out is not None:
         out.copy_(o)
         o = out
@@ -361,10 +367,7 @@ def _run_kvcache(q, k, v, kv, *, return_lse, out, cu_seqlens_q, seqused_k, page_
                          int(max_seqlen_q), sinks, q_descale, k_descale, v_descale,
                          None if softmax_scale is None else float(softmax_scale), float(softcap), bool(causal),
                          int(window[0]), int(window[1]), int(attention_chunk), backend, int(num_threads))
-    if out is not None:
-        out.copy_(o)
-        o = out
-    return (o, lse) if return_lse else o
+    return _result(o, lse, out, return_lse)
 
 
 def run_combine(out_partial, lse_partial, out_dtype, backend):
