@@ -17,6 +17,8 @@ Suites (any number; none given: the headline suite):
   --features     sinks, softcap, ragged, split-KV, packed GQA, paged K/V, head dims 192/128.
   --fp8          e4m3, hdim 64/128/256, 4k..16k: longattn fp8, cuDNN fp8 (cudnn-frontend),
                  longattn bf16 and FA3 bf16 on the dequantized inputs.
+  --dims         head dims 64..256 (80, 96, 160, 192, 224 on the next compiled kernel; 192/128),
+                 8k batch 2, 16 heads, full and causal.
   --variants     longattn's override columns (shapes.VARIANTS or --specs) on the headline
                  shapes and 64k, beside FA3.
 
@@ -39,7 +41,7 @@ sys.path.insert(0, HERE)
 import report  # noqa: E402
 import shapes  # noqa: E402
 
-SUITES = ("headline", "long", "window", "features", "fp8", "variants")
+SUITES = ("headline", "long", "window", "features", "fp8", "variants", "dims")
 TIMING = ("kernel time from CUPTI (torch.profiler): every kernel of a window of N back-to-back calls of one "
           "implementation, summed, / N; implementations interleaved in a shuffled order per round; median of "
           "{rounds} rounds")
@@ -139,7 +141,7 @@ def tables(name, rows, env, args, extra=""):
                  "calls counted gaps too:", report.rotate_table(rows),
                  "", "Per-call wall time through Python (N back-to-back calls then a sync; host overhead "
                  "included: argument checks, output allocation, JAX dispatch):", report.wall_table(rows)]
-    elif name == "long":
+    elif name in ("long", "dims"):
         body.append(report.peer_table(rows))
     elif name == "window":
         body.append(report.window_table(rows))

@@ -164,6 +164,14 @@ def windows(dtype="bf16"):
             Case(1, 16384, 16384, 16, 16, 128, False, dtype, wl=2048, wr=2048)]
 
 
+def head_dims(dtype="bf16"):
+    """Issue 16's head dims beside the compiled ones: 8k keys, batch 2, 16 heads, full and
+    causal; 80 / 96 run on the hdim-128 kernel, 160 / 192 / 224 on 256 (zero-filled columns),
+    192 / 128 on its own kernel; 64 / 128 / 256 as anchors."""
+    dims = [(64, 0), (80, 0), (96, 0), (128, 0), (160, 0), (192, 0), (224, 0), (256, 0), (192, 128)]
+    return [Case(2, 8192, 8192, 16, 16, d, c, dtype, dv=dv) for d, dv in dims for c in (False, True)]
+
+
 def fp8():
     """Issue 21: hdim 64 / 128 / 256, seq 4k..16k at batch*seq = 16k, 16 heads, full and causal."""
     return [Case(16384 // s, s, s, 16, 16, d, c, "e4m3")

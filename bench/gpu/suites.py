@@ -132,6 +132,8 @@ def suite_rows(ctx, name):
         return [(c, lambda c=c: window_row(ctx, c)) for c in shapes.windows(cfg.dtype)]
     if name == "fp8":
         return [(c, lambda c=c: fp8_row(ctx, c)) for c in shapes.fp8()]
+    if name == "dims":
+        return [(c, lambda c=c: dense_row(ctx, c)) for c in shapes.head_dims(cfg.dtype)]
     if name == "variants":
         specs = shapes.parse_specs(cfg.specs) if cfg.specs else shapes.VARIANTS
         return [(c, lambda c=c: dense_row(ctx, c, variants=specs, peers=("FA3",))) for c in shapes.variant_rows(cfg.dtype)]

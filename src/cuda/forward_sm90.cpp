@@ -58,15 +58,18 @@ Status check_device(const char* name, const Tensor& t, const Problem& p) {
 Status check_supported(const Args& a, const Problem& p) {
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16 && !p.fp8)
     return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
-  if (p.fp8 && (p.dim_qk != 128 || p.dim_v != 128))
-    return not_yet("fp8 (e4m3) with head dims " + std::to_string(p.dim_qk) + " / " + std::to_string(p.dim_v) +
-                   " (128 / 128 is)");
-  // Head dims: 64, 128, 256, or q / k 192 with v 128 (DeepSeek-style; the ragged kernel).
-  const bool split = p.dim_qk != p.dim_v;
-  if (split && !(p.dim_qk == 192 && p.dim_v == 128))
-    return not_yet("dim_qk " + std::to_string(p.dim_qk) + " != dim_v " + std::to_string(p.dim_v) + " (192 / 128 is)");
-  if (!split && p.dim_qk != 64 && p.dim_qk != 128 && p.dim_qk != 256)
-    return not_yet("head dim " + std::to_string(p.dim_qk) + " (64, 128, 256 are)");
+  // Head dims: any multiple of 8 that a compiled kernel holds (tile_size.h kernel_dims: 64,
+  // 128, 192 / 128, 256; fp8 128), narrower ones with zero-filled columns.
+  const std::string dims = std::to_string(p.dim_qk) + " / " + std::to_string(p.dim_v);
+  if (p.dim_qk % 8 != 0 || p.dim_v % 8 != 0)
+    return not_yet("head dims " + dims + " (q / k and v: multiples of 8)");
+  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), p.fp8);
+  if (kd.qk == 0)
+    return not_yet(std::string(p.fp8 ? "fp8 (e4m3) " : "") + "head dims " + dims + " (q / k and v up to " +
+                   (p.fp8 ? "128" : "256") + ")");
+  // The hdim-256 paged kernel has no column-addressed maps (kernel_config.cuh kColMaps).
+  if (p.kv == KvLayout::paged && kd.qk == 256 && (kd.qk != p.dim_qk || kd.v != p.dim_v))
+    return not_yet("page_table (paged K/V) with head dims " + dims + " (paged: up to 192 / 128, or 256 / 256)");
   if (p.out_dtype != DType::bf16 && p.out_dtype != DType::f16 && p.out_dtype != DType::f32)
     return not_yet(std::string("out dtype ") + dtype_name(p.out_dtype));
   if (p.device.kind != DeviceKind::cuda) return Status::Invalid("q: must be a CUDA tensor for the CUDA backend");
@@ -113,12 +116,13 @@ Status check_pages(const Args& a, const Problem& p, cudaStream_t stream) {
   return Status::Ok();
 }
 
-cudaError_t launch(const Problem& p, const LaunchArgs& la) {
-  if (p.fp8) return cuda::sm90::launch_fwd<InType::e4m3, 128, 128>(la);  // check_supported
+// The instantiation of the plan's head dims (tile_size.h kernel_dims).
+cudaError_t launch(const Problem& p, const cuda::ForwardPlan& plan, const LaunchArgs& la) {
+  if (p.fp8) return cuda::sm90::launch_fwd<InType::e4m3, 128, 128>(la);
   const bool bf16 = p.in_dtype == DType::bf16;
-  if (p.dim_qk != p.dim_v)  // 192 / 128 (check_supported)
+  if (plan.dim_qk != plan.dim_v)  // 192 / 128
     return bf16 ? cuda::sm90::launch_fwd<InType::bf16, 192, 128>(la) : cuda::sm90::launch_fwd<InType::f16, 192, 128>(la);
-  switch (p.dim_qk) {
+  switch (plan.dim_qk) {
     case 64: return bf16 ? cuda::sm90::launch_fwd<InType::bf16, 64, 64>(la) : cuda::sm90::launch_fwd<InType::f16, 64, 64>(la);
     case 128:
       return bf16 ? cuda::sm90::launch_fwd<InType::bf16, 128, 128>(la) : cuda::sm90::launch_fwd<InType::f16, 128, 128>(la);
@@ -237,7 +241,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
     const int64_t key_blocks = (p.max_seq_k + plan.tile.block_n - 1) / plan.tile.block_n;
     la.p.split_blocks = int32_t((key_blocks + plan.kv_splits - 1) / plan.kv_splits);
   }
-  cudaError_t e = launch(p, la);
+  cudaError_t e = launch(p, plan, la);
   if (split.part) {
     if (e == cudaSuccess) e = split.combine(a, p, stream);
     const cudaError_t f = cudaFreeAsync(split.part, stream);

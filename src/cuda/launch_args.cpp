@@ -53,6 +53,7 @@ std::string encode_maps(const Args& a, const detail::Problem& p, const ForwardPl
   if (plan.k_grouped) mk.row_groups = true;
   TileMapSpec mq = map_spec(a.q, dt, plan.tile.block_m);
   if (plan.pack_shift > 0) mq.pack_group = int(p.group);
+  mq.col_chunks = mk.col_chunks = mv.col_chunks = plan.col_maps;
   std::string err;
   if (!(err = encode_tile_map(mq, &la->tm_q)).empty() || !(err = encode_tile_map(mk, &la->tm_k)).empty() ||
       !(err = encode_tile_map(mv, &la->tm_v)).empty())
@@ -111,6 +112,8 @@ void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& pla
     if (fp.chunk > 0) fp.chunk_bias = int32_t((p.max_seq_q + fp.chunk - 1) / fp.chunk * fp.chunk);
   }
   fp.out = a.out.data;
+  fp.col_maps = plan.col_maps ? 1 : 0;
+  fp.o_cols = int32_t(p.dim_v);
   fp.out_type = p.out_dtype == DType::bf16  ? sm90::OutType::bf16
                 : p.out_dtype == DType::f16 ? sm90::OutType::f16
                                             : sm90::OutType::f32;

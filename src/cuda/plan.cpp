@@ -37,9 +37,14 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   ForwardPlan pl;
   const bool causal = p.mask.causal;
   const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
-  const bool split_dims = p.dim_qk != p.dim_v;
   const bool paged = p.kv == KvLayout::paged;
-  const int d = int(p.dim_qk), dv = int(p.dim_v);
+  // The compiled head dims that serve the call (forward_sm90.cpp check_supported found them).
+  const sm90::HeadDims kd = sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), p.fp8);
+  const int d = kd.qk, dv = kd.v;
+  pl.dim_qk = d;
+  pl.dim_v = dv;
+  pl.col_maps = d != p.dim_qk || dv != p.dim_v;
+  const bool split_dims = d != dv;
   // Which kernel: the dense kind serves plain attention; sinks, softcap, windows and chunks
   // the feature kind; per-sequence extents (ragged q / k, seqused_q / seqused_k), paged K/V
   // and split head dims the ragged / paged kinds (a dense q keeps its layout there).
@@ -95,7 +100,9 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     // How tiles shorter than a page are filled (page_math.h paged_mode_for); the hdim-256
     // paged kernel has no team modes (tile_size.h paged_team_ok): TMA boxes.
     pl.paged_mode = sm90::kPagedTma;
-    if (sm90::paged_team_ok(tc) && !p.fp8) {  // fp8: TMA boxes (kernel_config.cuh kPagedTeam)
+    // Column-addressed maps: per-chunk TMA boxes only (the gather copies whole rows, and a
+    // grouped box carries every chunk).
+    if (sm90::paged_team_ok(tc) && !p.fp8 && !pl.col_maps) {  // fp8: TMA boxes (kernel_config.cuh kPagedTeam)
       pl.paged_mode = sm90::paged_mode_for(pl.box_shift, tc.block_n);
       if (ov.paged_fill != detail::PagedFill::rule && (1 << pl.box_shift) < tc.block_n)
         pl.paged_mode = int(ov.paged_fill);
@@ -105,7 +112,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     // k_grouped), where the pages are uniformly strided (page stride = page_size x row
     // stride) and the pool has fewer than 2^32 rows (the producer's 32-bit pool row).
     pl.v_grouped = pl.box_shift >= 4 && pl.box_shift < bn_shift && pl.paged_mode != sm90::kPagedGather &&
-                   ov.paged_group_v;
+                   ov.paged_group_v && !pl.col_maps;
     pl.k_grouped = pl.v_grouped && a.k.stride[0] == a.k.shape[1] * a.k.stride[1] &&
                    a.k.shape[0] * a.k.shape[1] < (int64_t(1) << 32) && ov.paged_group_k;
   }

@@ -16,6 +16,10 @@ namespace longattn::cuda {
 struct ForwardPlan {
   sm90::Kernel kernel = sm90::Kernel::dense;
   sm90::TileConfig tile{};
+  // The kernel's head dims (tile_size.h kernel_dims); col_maps: the call's are narrower, so
+  // its tensor maps are column-addressed and zero-fill the rest (params.h col_maps).
+  int dim_qk = 0, dim_v = 0;
+  bool col_maps = false;
   int64_t num_m_blocks = 0;  // q-blocks per (batch, head) of the scheduler's tile space
   int64_t sched_heads = 0;   // heads of that space (packed GQA: kv heads)
   int pack_shift = 0;        // packed GQA: log2 of the group (0: unpacked)

@@ -23,6 +23,7 @@
 #   features  --features (sinks, softcap, ragged, split-KV, packed GQA, paged, 192/128, kvcache)
 #   kvcache   --features --match kvcache: decode and chunked prefill through the kvcache call
 #             (append + rotary) vs attention-only + torch copy + torch rotary (issue 17)
+#   dims      --dims (head dims 64..256: the narrow ones on the next compiled kernel, 192/128)
 #   fp8       --fp8 (longattn fp8, cuDNN fp8 via .whl's cudnn-frontend, bf16 references)
 #   variants  --variants (longattn override columns: sections, dynamic, rescale, ...)
 #   pytest    the Python package's GPU tests (pytest -m gpu tests/python)
@@ -173,6 +174,7 @@ for st in $STAGES; do
     features) bench features --features ;;
     kvcache) bench kvcache --features --match kvcache ;;
     fp8) bench fp8 --fp8 ;;
+    dims) bench dims --dims ;;
     variants) bench variants --variants ;;
     pytest)  # the Python package's GPU tests (torch tensors on the device) through $PYPKG
       run pytest python3 -m pytest -q -m gpu tests/python -p no:cacheprovider

@@ -275,6 +275,48 @@ std::vector<Shape> split_cases() {
   return v;
 }
 
+// Issue 16, head dims between the compiled ones (tile_size.h kernel_dims): each runs on the
+// next kernel with column-addressed tensor maps whose missing columns TMA zero-fills, and the
+// epilogue stores only v's columns (out is poisoned: a column past dim_v written by mistake
+// would land in the next head's first columns and fail there). One or two chunks short,
+// 8 columns (a single pair per quad), q / k and v narrower by different amounts, both
+// alignments, GQA, f16 -> f32, strided rows, features, ragged with unread keys poisoned,
+// seqused_q, packed GQA, split-KV, chunk with a window.
+Shape dims(Shape s, int64_t dv) { s.dim_v = dv; s.seed += 900; return s; }
+Shape usedq(Shape s, std::vector<int32_t> u);
+Shape packed(Shape s);
+
+std::vector<Shape> narrow_cases() {
+  std::vector<Shape> v;
+  for (bool c : {false, true}) v.push_back(S(2, 333, 555, 4, 2, 96, c));  // -> 128
+  v.push_back(S(1, 1000, 1000, 8, 1, 80, true));
+  v.push_back(S(2, 300, 300, 4, 2, 8, false));  // -> 64
+  v.push_back(S(1, 257, 513, 4, 4, 40, true));
+  v.push_back(S(1, 500, 700, 4, 2, 72, true, DType::f16, DType::f32));
+  v.push_back(S(1, 400, 600, 4, 2, 160, true));  // -> 256
+  v.push_back(S(1, 300, 300, 2, 2, 248, false));
+  v.push_back(dims(S(2, 300, 500, 4, 2, 96, true), 64));     // (96, 64) -> 128 / 128
+  v.push_back(dims(S(1, 600, 700, 4, 2, 160, true), 128));   // (160, 128) -> 192 / 128
+  v.push_back(dims(S(1, 300, 400, 4, 2, 176, false), 112));  // -> 192 / 128
+  v.push_back(dims(S(1, 300, 400, 4, 2, 64, false), 256));   // (64, 256) -> 256 / 256
+  {
+    Shape s = S(2, 300, 333, 4, 2, 96, false);
+    s.pad = 8;
+    v.push_back(s);
+  }
+  v.push_back(cap(sinks(win(F(1, 900, 900, 4, 2, 96, true), 150, -1)), 12.f));
+  v.push_back(unread(R({100, 0, 300, 57}, {130, 200, 300, 190}, 4, 2, 80, true, 41), NAN));
+  v.push_back(usedq(F(2, 300, 400, 4, 2, 112, true), {100, 300}));
+  v.push_back(packed(F(1, 40, 900, 16, 2, 96, true)));
+  {
+    Shape s = S(1, 64, 4000, 2, 2, 96, false);
+    s.ov.kv_splits = 4;
+    v.push_back(s);
+  }
+  v.push_back(chunk(win(F(1, 700, 900, 4, 2, 48, true), 120, -1), 256));
+  return v;
+}
+
 // Issue 16, seqused_q: only the first used_q[b] query rows of each sequence are computed,
 // masks align to that length (bottom-right offset = keys - used_q[b]), and the rows past it
 // keep their poison in out and LSE (run_case). Dense q (it keeps its layout) and ragged q,
@@ -388,6 +430,7 @@ INSTANTIATE_TEST_SUITE_P(Features, GpuForward, ::testing::ValuesIn(feature_cases
 INSTANTIATE_TEST_SUITE_P(Ragged, GpuForward, ::testing::ValuesIn(ragged_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Unread, GpuForward, ::testing::ValuesIn(unread_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(SplitDims, GpuForward, ::testing::ValuesIn(split_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(NarrowDims, GpuForward, ::testing::ValuesIn(narrow_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(LongFeatures, GpuForward, ::testing::ValuesIn(long_feature_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(SeqUsedQ, GpuForward, ::testing::ValuesIn(seqused_q_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(ChunkWindow, GpuForward, ::testing::ValuesIn(chunk_window_cases()), case_name);

@@ -99,6 +99,20 @@ std::vector<CaseSpec> fp8_cases() {
   s.mask.window_left = 150;
   s.mask.chunk_size = 256;
   v.push_back(s);
+  // Narrower head dims on the 128 kernel (issue 16; zero-filled columns): 64, 96 / 80, and
+  // paged 48.
+  s = F8(2, 333, 517, 4, 2, true, 40);
+  s.dim_qk = s.dim_v = 64;
+  v.push_back(s);
+  s = F8(2, 300, 600, 4, 2, false, 41);
+  s.dim_qk = 96;
+  s.dim_v = 80;
+  v.push_back(s);
+  s = F8(2, 200, 700, 4, 2, true, 42);
+  s.dim_qk = s.dim_v = 48;
+  s.page_size = 64;
+  s.seqused_k = true;
+  v.push_back(s);
   return v;
 }
 

@@ -113,6 +113,19 @@ std::vector<CaseSpec> paged_cases() {
       s.dim_v = 128;
       v.push_back(s);
     }
+    // Narrow head dims (issue 16; tile_size.h kernel_dims): column-addressed boxes per chunk,
+    // whole-page and short boxes.
+    for (int64_t page : {128, 16, 3}) {
+      s = P(2, 200, 600, 4, 2, 96, page, true, true, 60 + uint64_t(page));
+      v.push_back(s);
+    }
+    s = P(2, 150, 500, 4, 2, 160, 64, false, true, 70);
+    s.dim_v = 128;
+    v.push_back(s);
+    s = P(2, 150, 500, 4, 2, 40, 256, true, true, 71);
+    v.push_back(s);
+    s = P(2, 100, 300, 4, 2, 200, 64, true, true, 72);  // refused (the hdim-256 paged kernel)
+    v.push_back(s);
     // seqused_q (issue 16): dense q (rows past it keep their poison) and ragged q; chunk with
     // a window.
     s = P(3, 300, 700, 4, 2, 128, 128, true, true, 50);
@@ -147,7 +160,15 @@ void check_paged(const CaseSpec& s, const detail::Overrides& ov = {}) {
   DeviceCase d = to_device(c);
   ASSERT_EQ(d.bufs.size() > 0, true);
   Status st = detail::forward_with(d.args, ov);
-  const int block_n = cuda::sm90::paged_tile(int(s.dim_qk), int(s.dim_v)).block_n;
+  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(s.dim_qk), int(s.dim_v), false);
+  const int block_n = cuda::sm90::paged_tile(kd.qk, kd.v).block_n;
+  if (kd.qk == 256 && (s.dim_qk != 256 || s.dim_v != 256)) {  // no narrow dims on the hdim-256 paged kernel
+    EXPECT_EQ(st.code(), Status::Code::not_supported) << st.message();
+    EXPECT_NE(st.message().find("page_table"), std::string::npos) << st.message();
+    d.download(c.out, d.args.out);
+    EXPECT_EQ(testing::count_nan(c.out), c.out.t.numel()) << "out written for refused head dims";
+    return;
+  }
   if (cuda::sm90::box_shift_for(s.page_size, block_n) < cuda::sm90::kMinBoxShift) {
     // Page sizes the build refuses (page_math.h kMinBoxShift): named, nothing written.
     EXPECT_EQ(st.code(), Status::Code::not_supported) << st.message();

@@ -67,6 +67,24 @@ def test_simulated_ranks_match_the_single_call(world, method):
         torch.testing.assert_close(lse, want_lse, atol=2e-5, rtol=0)
 
 
+@pytest.mark.parametrize("return_lse", [False, True])
+def test_simulated_dense_batch_pairs_the_zigzag_chunks(return_lse):
+    """all_gather_kv on a dense batch of 2, GQA in two kv groups: the two zigzag chunks run as
+    one kvcache-style call (_plan.PairCall) without LSE, as two calls with it (no strided
+    view of the LSE spans both); both equal the single call."""
+    world, n = 3, 2 * 3 * 5
+    g = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(s, generator=g) for s in ((2, n, 4, 16), (2, n, 2, 16), (2, n, 2, 16)))
+    sim = Simulation(q, k, v, world, method="all_gather_kv", causal=True, kv_groups=2,
+                     return_lse=return_lse, num_threads=1)
+    res = sim.run()
+    out = unshard([r[0] for r in res])
+    want, want_lse = longattn.forward(q, k, v, causal=True, return_lse=True, num_threads=1)
+    torch.testing.assert_close(out, want, atol=2e-5, rtol=0)
+    if return_lse:
+        torch.testing.assert_close(unshard([r[1] for r in res], seq_dim=-1), want_lse, atol=2e-5, rtol=0)
+
+
 # ------------------------------------------------------------------ real gloo groups
 
 

@@ -124,7 +124,7 @@ def skip_unsupported(test):
 @skip_unsupported
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [1, 127, 1000, 4099])
-@pytest.mark.parametrize("dim", [64, 128, 256])
+@pytest.mark.parametrize("dim", [64, 80, 96, 128, 192, 256])
 def test_cuda_vs_float64_and_sdpa(causal, seq, dim):
     g = torch.Generator().manual_seed(seq + dim)
     q = t_randn((2, seq, 8, dim), torch.bfloat16, DEV, g)

@@ -34,7 +34,9 @@ std::string encode_tile_map(const TileMapSpec& s, CUtensorMap* map) {
   if (!enc) return "cuTensorMapEncodeTiled is not available from the driver";
   // bytes per element; a chunk is 128 bytes of a row (the swizzle row): cw elements.
   const cuuint64_t es = s.dtype == CU_TENSOR_MAP_DATA_TYPE_UINT8 ? 1 : 2, cw = 128 / es;
-  if (s.dim % int64_t(cw) != 0) return "tensor map: head dim not a multiple of 128 bytes";
+  if (s.dim % int64_t(cw) != 0 && !s.col_chunks && s.pack_group <= 1)
+    return "tensor map: head dim not a multiple of 128 bytes";
+  if (s.col_chunks && s.row_groups) return "tensor map: column-addressed maps have no row groups";
   const cuuint64_t chunks = cuuint64_t(s.dim) / cw;
   cuuint64_t dims[5] = {cw, cuuint64_t(s.rows), chunks, cuuint64_t(s.heads), cuuint64_t(s.batch)};
   // Byte strides of dims 1..4 (dim 0 is contiguous). The chunk dim has stride 128 bytes:
@@ -45,6 +47,12 @@ std::string encode_tile_map(const TileMapSpec& s, CUtensorMap* map) {
   if (s.heads == 1) strides[2] = 16;
   if (s.batch == 1) strides[3] = 16;
   cuuint32_t box[5] = {cuuint32_t(cw), cuuint32_t(s.box_rows), cuuint32_t(s.box_chunks > 0 ? s.box_chunks : chunks), 1, 1};
+  if (s.col_chunks && s.pack_group <= 1) {
+    dims[0] = cuuint64_t(s.dim);
+    dims[2] = 1;
+    strides[1] = 16;  // the extent-1 chunk dim
+    box[2] = 1;
+  }
   if (s.pack_group > 1) {
     const int64_t g = s.pack_group;
     if (s.heads % g != 0 || s.box_rows % g != 0 || g > 256 || s.box_rows / g > 256)

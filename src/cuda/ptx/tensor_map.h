@@ -34,6 +34,12 @@ struct TileMapSpec {
   // [8-row group][chunk][8 rows][128 B], every chunk in one load. Coordinates (0, 0, 0,
   // pool_row / 8, head).
   bool row_groups = false;
+  // Column-addressed (a head dim narrower than the kernel's, which reads `kernel_chunks`
+  // chunks): the map is (dim, rows, 1, heads, batch) with a box of one chunk (cw, box_rows),
+  // so a load names chunk c by its column c x cw and TMA fills the columns at or past dim with
+  // zeros (counted in the transaction bytes like any element). dim need not be a multiple
+  // of cw. Not with row_groups.
+  bool col_chunks = false;
 };
 
 // Encodes `spec` into `map`. Returns "" on success, else a message.

@@ -15,25 +15,32 @@
 
 namespace longattn::cuda::sm90 {
 
-// Half `half` (rows row0 and row0 + 8 of the fragment) of this thread's O to out + base.
+// Half `half` (rows row0 and row0 + 8 of the fragment) of this thread's O to out + base,
+// whose first column is this thread's 2 (lane % 4): columns at or past p.o_cols (a head dim
+// narrower than the kernel's) are not stored (o_cols is even: a pair never straddles it).
 template <int NO>
-__device__ __forceinline__ void store_o_half(const FwdParams& p, const float (&o)[NO], int half, int64_t base) {
+__device__ __forceinline__ void store_o_half(const FwdParams& p, const float (&o)[NO], int half, int64_t base,
+                                             int lane) {
+  const int32_t lim = p.o_cols - 2 * (lane % 4);
   if (p.out_type == OutType::f32) {
     float* out = static_cast<float*>(p.out) + base;
 #pragma unroll
     for (int c = 0; c < NO / 4; ++c)
-      *reinterpret_cast<float2*>(out + 8 * c) = make_float2(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
+      if (8 * c < lim)
+        *reinterpret_cast<float2*>(out + 8 * c) = make_float2(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
   } else if (p.out_type == OutType::bf16) {
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + base;
 #pragma unroll
     for (int c = 0; c < NO / 4; ++c)
-      *reinterpret_cast<__nv_bfloat162*>(out + 8 * c) =
-          __floats2bfloat162_rn(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
+      if (8 * c < lim)
+        *reinterpret_cast<__nv_bfloat162*>(out + 8 * c) =
+            __floats2bfloat162_rn(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
   } else {
     __half* out = static_cast<__half*>(p.out) + base;
 #pragma unroll
     for (int c = 0; c < NO / 4; ++c)
-      *reinterpret_cast<__half2*>(out + 8 * c) = __floats2half2_rn(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
+      if (8 * c < lim)
+        *reinterpret_cast<__half2*>(out + 8 * c) = __floats2half2_rn(o[4 * c + 2 * half], o[4 * c + 2 * half + 1]);
   }
 }
 
@@ -44,7 +51,7 @@ __device__ __forceinline__ void store_o(const FwdParams& p, const float (&o)[NO]
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + 8 * half;
     if (row >= row_end) continue;
-    store_o_half(p, o, half, b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4));
+    store_o_half(p, o, half, b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4), lane);
   }
 }
 
@@ -60,7 +67,7 @@ __device__ __forceinline__ void store_packed(const FwdParams& p, const float (&o
     const int32_t r = r0 + 8 * half;
     const int64_t pos = pos0 + (r >> sh), h = (int64_t(hk) << sh) + (r & gm);
     if (pos >= pos_end) continue;
-    store_o_half(p, o, half, b * p.out_stride_b + pos * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4));
+    store_o_half(p, o, half, b * p.out_stride_b + pos * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4), lane);
     if (p.lse != nullptr && lane % 4 == 0)
       p.lse[b * p.lse_stride_b + h * p.lse_stride_h + pos * p.lse_stride_s] = lse[half];
   }

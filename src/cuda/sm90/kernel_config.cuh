@@ -40,6 +40,10 @@ struct KernelConfig {
   // Not fp8 (its producer warpgroup's warps 1..3 transpose V; the paged fp8 kernel issues
   // TMA boxes from one thread).
   static constexpr bool kPagedTeam = kPaged && !kFp8 && paged_team_ok(kTile);
+  // Column-addressed tensor maps (params.h col_maps: head dims narrower than the kernel's)
+  // compiled in. NOTES: not the 24-register hdim-256 paged producer (its chunk coordinates
+  // then spilled 4-8 bytes); the host refuses paged K/V with dims narrower than 256 there.
+  static constexpr bool kColMaps = !(kPaged && kTile.producer_regs < 32);
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kStages = kTile.stages;

@@ -68,7 +68,7 @@ __device__ __forceinline__ void Producer<Cfg>::load_paged(const FwdParams& p, in
   const CUtensorMap* tm = kIsK ? tm_k : tm_v;
   ptx::mbar_arrive_expect_tx(full, (boxes << shift) * (kChunks * 128));
   if (r == uint32_t(Cfg::kBlockN)) {  // whole tile in one page: one box, every chunk
-    ptx::tma_load_5d(dst, tm, full, 0, int32_t(row), 0, hk, page);
+    load_box<kChunks>(p, dst, tm, full, Cfg::kBlockN, int32_t(row), hk, page);
   } else if (kIsK ? p.k_grouped != 0 : uint32_t(p.v_group_shift) == shift) {  // grouped: a box has every chunk
     for (uint32_t i = 0; i < boxes; ++i) {
       uint32_t next_row = row + r, next_pg = pg;
@@ -92,8 +92,8 @@ __device__ __forceinline__ void Producer<Cfg>::load_paged(const FwdParams& p, in
       const int32_t next = i + 1 < boxes ? __ldg(p.page_table + (pt_off + int32_t(next_pg))) : 0;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c)
-        ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, 0, int32_t(row), c,
-                         hk, page);
+        ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, chunk_x(p, c),
+                         int32_t(row), chunk_z(p, c), hk, page);
       row = next_row;
       pg = next_pg;
       page = next;
@@ -197,7 +197,8 @@ __device__ __forceinline__ void Producer<Cfg>::team_load(const FwdParams& p, int
         }
       } else {
         for (int c = 0; c < chunks; ++c)
-          ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, 0, row, c, hk, page);
+          ptx::tma_load_5d(dst + c * (Cfg::kBlockN * 128) + ((i << shift) * 128), tm, full, chunk_x(p, c), row,
+                           chunk_z(p, c), hk, page);
       }
     }
   }
@@ -211,7 +212,7 @@ __device__ __forceinline__ void Producer<Cfg>::team_load(const FwdParams& p, int
 template <class Cfg>
 __device__ __forceinline__ void Producer<Cfg>::tile_paged(const FwdParams& p, int32_t pt_off, int32_t qb, int32_t h,
                                            int32_t hk, int32_t q_row, int32_t k_len, int32_t lo, int32_t hi) {
-  if (tid == 0) load_q_row(qb, h, q_row);
+  if (tid == 0) load_q_row(p, qb, h, q_row);
   if (hi <= lo) return;
   if constexpr (Cfg::kPagedTeam) {
     if (p.paged_mode != kPagedTma) {  // a producer team: one call site (team_load)

@@ -111,6 +111,12 @@ struct FwdParams {
   const uint8_t* v_bytes = nullptr;
   int64_t k_page_bytes = 0, k_row_bytes = 0, k_head_bytes = 0;
   int64_t v_page_bytes = 0, v_row_bytes = 0, v_head_bytes = 0;
+  // Head dims narrower than the kernel's (tile_size.h kernel_dims): col_maps = 1 when the
+  // tensor maps are column-addressed (tensor_map.h col_chunks; the producer loads each
+  // 128-byte chunk at its column, TMA zero-fills the columns past the tensor's dim). The
+  // epilogue stores the first o_cols columns of O (v's head dim; every call sets it).
+  int32_t col_maps = 0;
+  int32_t o_cols = 0;
 };
 
 }  // namespace longattn::cuda::sm90

@@ -29,26 +29,44 @@ struct Producer {
   // This thread in the paged producer team (page_math.h paged_team; 0 elsewhere): thread 0
   // loads Q and arms TMA barriers, the team shares a K/V tile's boxes or pieces.
   int tid = 0;
+  // Column-addressed maps (FwdParams::col_maps: a head dim narrower than the kernel's): chunk
+  // c is TMA coordinate 0 = c x kChunkCols, one load per chunk; else coordinate 2 = c, and a
+  // box of every chunk is one load. Read from the params at each use (a register held for
+  // it spilled the 24-register hdim-256 paged producer).
+  static __device__ bool col_maps(const FwdParams& p) { return Cfg::kColMaps && p.col_maps; }
+  static __device__ int32_t chunk_x(const FwdParams& p, int c) { return col_maps(p) ? c * Cfg::kChunkCols : 0; }
+  static __device__ int32_t chunk_z(const FwdParams& p, int c) { return col_maps(p) ? 0 : c; }
+  // One tile of `rows` rows with its kN chunks ([chunk][rows][128 B]) at (row, h, b).
+  template <int kN>
+  static __device__ void load_box(const FwdParams& p, uint8_t* dst, const CUtensorMap* tm, uint64_t* bar, int rows,
+                                  int32_t row, int32_t h, int32_t b) {
+    if (col_maps(p)) {
+#pragma unroll
+      for (int c = 0; c < kN; ++c) ptx::tma_load_5d(dst + c * (rows * 128), tm, bar, chunk_x(p, c), row, 0, h, b);
+    } else {
+      ptx::tma_load_5d(dst, tm, bar, 0, row, 0, h, b);
+    }
+  }
 
-  __device__ void load_q(int32_t b, int32_t h, int32_t m_block) {
+  __device__ void load_q(const FwdParams& p, int32_t b, int32_t h, int32_t m_block) {
     ptx::mbar_wait(sm.q_empty(qs.stage), qs.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.q_full(qs.stage), Smem::kQBytes);
-    ptx::tma_load_5d(sm.q(qs.stage), tm_q, sm.q_full(qs.stage), 0,
-                     int32_t(m_block * Cfg::kBlockM), 0, int32_t(h), int32_t(b));
+    load_box<Cfg::kChunks>(p, sm.q(qs.stage), tm_q, sm.q_full(qs.stage), Cfg::kBlockM, int32_t(m_block * Cfg::kBlockM),
+                           int32_t(h), int32_t(b));
     qs.advance();
   }
-  __device__ void load_k(int32_t b, int32_t hk, int32_t n_block) {
+  __device__ void load_k(const FwdParams& p, int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKBytes);
-    ptx::tma_load_5d(sm.k(ks.stage), tm_k, sm.k_full(ks.stage), 0,
-                     int32_t(n_block * Cfg::kBlockN), 0, int32_t(hk), int32_t(b));
+    load_box<Cfg::kChunks>(p, sm.k(ks.stage), tm_k, sm.k_full(ks.stage), Cfg::kBlockN, int32_t(n_block * Cfg::kBlockN),
+                           int32_t(hk), int32_t(b));
     ks.advance();
   }
-  __device__ void load_v(int32_t b, int32_t hk, int32_t n_block) {
+  __device__ void load_v(const FwdParams& p, int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.v_empty(vs.stage), vs.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kVBytes);
-    ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), 0,
-                     int32_t(n_block * Cfg::kBlockN), 0, int32_t(hk), int32_t(b));
+    load_box<Cfg::kChunksV>(p, sm.v(vs.stage), tm_v, sm.v_full(vs.stage), Cfg::kBlockN, int32_t(n_block * Cfg::kBlockN),
+                            int32_t(hk), int32_t(b));
     vs.advance();
   }
   // Feature kernel (ragged rows): the same loads at explicit token-row coordinates.
@@ -56,7 +74,7 @@ struct Producer {
   // tokens, kv heads, batch); a box of (64, g, kBlockM / g) per 64-column chunk lands as
   // that chunk's kBlockM rows in packed order (row = position x g + head), 128B-swizzled like
   // any box (the swizzle follows the shared-memory address).
-  __device__ void load_q_row(int32_t b, int32_t h, int32_t row) {
+  __device__ void load_q_row(const FwdParams& p, int32_t b, int32_t h, int32_t row) {
     ptx::mbar_wait(sm.q_empty(qs.stage), qs.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.q_full(qs.stage), Smem::kQBytes);
     if constexpr (Cfg::kPack) {
@@ -65,32 +83,32 @@ struct Producer {
         ptx::tma_load_5d(sm.q(qs.stage) + c * (Cfg::kBlockM * 128), tm_q, sm.q_full(qs.stage), c * Cfg::kChunkCols, 0,
                          row, h, b);
     } else {
-      ptx::tma_load_5d(sm.q(qs.stage), tm_q, sm.q_full(qs.stage), 0, row, 0, h, b);
+      load_box<Cfg::kChunks>(p, sm.q(qs.stage), tm_q, sm.q_full(qs.stage), Cfg::kBlockM, row, h, b);
     }
     qs.advance();
   }
-  __device__ void load_k_row(int32_t b, int32_t hk, int32_t row) {
+  __device__ void load_k_row(const FwdParams& p, int32_t b, int32_t hk, int32_t row) {
     ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKBytes);
-    ptx::tma_load_5d(sm.k(ks.stage), tm_k, sm.k_full(ks.stage), 0, row, 0, hk, b);
+    load_box<Cfg::kChunks>(p, sm.k(ks.stage), tm_k, sm.k_full(ks.stage), Cfg::kBlockN, row, hk, b);
     ks.advance();
   }
-  __device__ void load_v_row(int32_t b, int32_t hk, int32_t row) {
+  __device__ void load_v_row(const FwdParams& p, int32_t b, int32_t hk, int32_t row) {
     ptx::mbar_wait(sm.v_empty(vs.stage), vs.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kVBytes);
-    ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), 0, row, 0, hk, b);
+    load_box<Cfg::kChunksV>(p, sm.v(vs.stage), tm_v, sm.v_full(vs.stage), Cfg::kBlockN, row, hk, b);
     vs.advance();
   }
-  __device__ void tile_rows(int32_t qb, int32_t kb, int32_t h, int32_t hk, int32_t q_row, int32_t k0,
+  __device__ void tile_rows(const FwdParams& p, int32_t qb, int32_t kb, int32_t h, int32_t hk, int32_t q_row, int32_t k0,
                             int32_t lo, int32_t hi) {
-    load_q_row(qb, h, q_row);
+    load_q_row(p, qb, h, q_row);
     if (hi <= lo) return;
-    load_k_row(kb, hk, k0 + (hi - 1) * Cfg::kBlockN);
+    load_k_row(p, kb, hk, k0 + (hi - 1) * Cfg::kBlockN);
     for (int32_t j = hi - 2; j >= lo; --j) {
-      load_k_row(kb, hk, k0 + j * Cfg::kBlockN);
-      load_v_row(kb, hk, k0 + (j + 1) * Cfg::kBlockN);
+      load_k_row(p, kb, hk, k0 + j * Cfg::kBlockN);
+      load_v_row(p, kb, hk, k0 + (j + 1) * Cfg::kBlockN);
     }
-    load_v_row(kb, hk, k0 + lo * Cfg::kBlockN);
+    load_v_row(p, kb, hk, k0 + lo * Cfg::kBlockN);
   }
 
   // Paged K/V, defined in paged_kv.cuh.
@@ -106,15 +124,15 @@ struct Producer {
                                              int32_t hk, int32_t q_row, int32_t k_len, int32_t lo, int32_t hi);
 
   // All loads of one tile, in the consumers' order.
-  __device__ void tile(int32_t b, int32_t h, int32_t hk, int32_t m_block, int32_t lo, int32_t hi) {
-    load_q(b, h, m_block);
+  __device__ void tile(const FwdParams& p, int32_t b, int32_t h, int32_t hk, int32_t m_block, int32_t lo, int32_t hi) {
+    load_q(p, b, h, m_block);
     if (hi <= lo) return;
-    load_k(b, hk, hi - 1);
+    load_k(p, b, hk, hi - 1);
     for (int32_t j = hi - 2; j >= lo; --j) {
-      load_k(b, hk, j);
-      load_v(b, hk, j + 1);
+      load_k(p, b, hk, j);
+      load_v(p, b, hk, j + 1);
     }
-    load_v(b, hk, lo);
+    load_v(p, b, hk, lo);
   }
 };
 

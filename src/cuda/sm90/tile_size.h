@@ -111,6 +111,21 @@ constexpr TileConfig fp8_tile(Kernel, int head_dim, int) {
   return head_dim <= 128 ? TileConfig{128, 128, 3, 2, 56, 224, 2} : TileConfig{128, 128, 2, 2, 56, 224, 1};
 }
 
+// The compiled head dims (launch_<dtype>_hdim<d>.cu) that serve q / k dim d and v dim dv: the
+// cheapest (qk + v) with qk >= d and v >= dv. Narrower dims run there on column-addressed
+// tensor maps whose missing columns TMA fills with zeros (tensor_map.h col_chunks): Q K^T
+// and P V over zero columns add nothing, and the epilogue stores dv columns. {0, 0}: none.
+struct HeadDims {
+  int qk = 0, v = 0;
+};
+constexpr HeadDims kernel_dims(int d, int dv, bool fp8) {
+  if (fp8) return d <= 128 && dv <= 128 ? HeadDims{128, 128} : HeadDims{};
+  constexpr HeadDims kCompiled[] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
+  for (const HeadDims& k : kCompiled)
+    if (d <= k.qk && dv <= k.v) return k;
+  return {};
+}
+
 constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
   return a.block_m == b.block_m && a.block_n == b.block_n && a.stages == b.stages &&
          a.consumer_wgs == b.consumer_wgs && a.producer_regs == b.producer_regs &&
