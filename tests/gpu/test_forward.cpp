@@ -275,6 +275,27 @@ std::vector<Shape> split_cases() {
   return v;
 }
 
+// Head dim 192 (its own kernel: 128 x 112, paged 128 x 64): dense both masks, GQA / MQA,
+// odd sizes, rows without keys, f16 -> f32, features, ragged with unread keys, packed GQA,
+// split-KV.
+std::vector<Shape> dim192_cases() {
+  std::vector<Shape> v;
+  for (bool c : {false, true}) {
+    v.push_back(S(2, 333, 555, 4, 2, 192, c));
+    v.push_back(S(1, 1000, 1000, 8, 1, 192, c));
+  }
+  v.push_back(S(1, 1000, 300, 4, 2, 192, true));  // rows without keys
+  v.push_back(S(1, 500, 700, 4, 2, 192, true, DType::f16, DType::f32));
+  v.push_back(cap(sinks(win(F(1, 900, 900, 4, 2, 192, true), 150, -1)), 12.f));
+  v.push_back(unread(R({100, 0, 300, 57}, {130, 200, 300, 190}, 4, 2, 192, true, 42), NAN));
+  {
+    Shape s = S(1, 64, 4000, 2, 2, 192, false);
+    s.ov.kv_splits = 3;
+    v.push_back(s);
+  }
+  return v;
+}
+
 // Issue 16, head dims between the compiled ones (tile_size.h kernel_dims): each runs on the
 // next kernel with column-addressed tensor maps whose missing columns TMA zero-fills, and the
 // epilogue stores only v's columns (out is poisoned: a column past dim_v written by mistake
@@ -293,7 +314,8 @@ std::vector<Shape> narrow_cases() {
   v.push_back(S(2, 300, 300, 4, 2, 8, false));  // -> 64
   v.push_back(S(1, 257, 513, 4, 4, 40, true));
   v.push_back(S(1, 500, 700, 4, 2, 72, true, DType::f16, DType::f32));
-  v.push_back(S(1, 400, 600, 4, 2, 160, true));  // -> 256
+  v.push_back(S(1, 400, 600, 4, 2, 160, true));  // -> 192
+  v.push_back(S(1, 400, 600, 4, 2, 208, true));  // -> 256
   v.push_back(S(1, 300, 300, 2, 2, 248, false));
   v.push_back(dims(S(2, 300, 500, 4, 2, 96, true), 64));     // (96, 64) -> 128 / 128
   v.push_back(dims(S(1, 600, 700, 4, 2, 160, true), 128));   // (160, 128) -> 192 / 128
@@ -308,6 +330,7 @@ std::vector<Shape> narrow_cases() {
   v.push_back(unread(R({100, 0, 300, 57}, {130, 200, 300, 190}, 4, 2, 80, true, 41), NAN));
   v.push_back(usedq(F(2, 300, 400, 4, 2, 112, true), {100, 300}));
   v.push_back(packed(F(1, 40, 900, 16, 2, 96, true)));
+  v.push_back(packed(F(1, 40, 900, 16, 2, 192, true)));
   {
     Shape s = S(1, 64, 4000, 2, 2, 96, false);
     s.ov.kv_splits = 4;
@@ -431,6 +454,7 @@ INSTANTIATE_TEST_SUITE_P(Ragged, GpuForward, ::testing::ValuesIn(ragged_cases())
 INSTANTIATE_TEST_SUITE_P(Unread, GpuForward, ::testing::ValuesIn(unread_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(SplitDims, GpuForward, ::testing::ValuesIn(split_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(NarrowDims, GpuForward, ::testing::ValuesIn(narrow_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Dim192, GpuForward, ::testing::ValuesIn(dim192_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(LongFeatures, GpuForward, ::testing::ValuesIn(long_feature_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(SeqUsedQ, GpuForward, ::testing::ValuesIn(seqused_q_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(ChunkWindow, GpuForward, ::testing::ValuesIn(chunk_window_cases()), case_name);

@@ -140,6 +140,13 @@ TEST(TileSize, DenseTile) {
   EXPECT_TRUE(kernel_tile(Kernel::dense, 128, 128) == (TileConfig{128, 128, 2, 2, 32, 232, 2}));
   EXPECT_TRUE(kernel_tile(Kernel::dense, 64, 64) == (TileConfig{192, 128, 2, 3, 32, 160, 2}));
   EXPECT_TRUE(kernel_tile(Kernel::dense, 256, 256) == (TileConfig{128, 80, 2, 2, 24, 240, 1, false}));
+  EXPECT_TRUE(kernel_tile(Kernel::dense, 192, 192) == (TileConfig{128, 112, 2, 2, 32, 232, 1}));
+  EXPECT_EQ(kernel_tile(Kernel::paged, 192, 192).block_n, 64);  // power-of-two paged boxes
+  EXPECT_EQ(kernel_dims(160, 160, false).qk, 192);
+  EXPECT_EQ(kernel_dims(160, 128, false).v, 128);
+  EXPECT_EQ(kernel_dims(96, 80, true).qk, 128);
+  EXPECT_EQ(kernel_dims(200, 64, false).qk, 256);
+  EXPECT_EQ(kernel_dims(136, 264, false).qk, 0);
   EXPECT_TRUE(kernel_tile(Kernel::feature, 128, 128) == kernel_tile(Kernel::dense, 128, 128));
   EXPECT_TRUE(kernel_tile(Kernel::ragged, 128, 128) == kernel_tile(Kernel::dense, 128, 128));
 }
@@ -163,7 +170,7 @@ TEST(PageMath, PagedModeRule) {
   EXPECT_TRUE(paged_tile(128) == (TileConfig{128, 128, 2, 2, 56, 224, 2}));
   EXPECT_TRUE(paged_team_ok(paged_tile(192, 128)));
   EXPECT_FALSE(paged_team_ok(paged_tile(256)));
-  for (int d : {64, 128, 256}) {  // setmaxnreg: 128 producer + 256 consumer threads within 64512
+  for (int d : {64, 128, 192, 256}) {  // setmaxnreg: 128 producer + 256 consumer threads within 64512
     const TileConfig t = paged_tile(d);
     EXPECT_LE(128 * t.producer_regs + 128 * t.consumer_wgs * t.consumer_regs, 64512) << d;
   }

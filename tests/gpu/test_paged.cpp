@@ -122,6 +122,10 @@ std::vector<CaseSpec> paged_cases() {
     s = P(2, 150, 500, 4, 2, 160, 64, false, true, 70);
     s.dim_v = 128;
     v.push_back(s);
+    for (int64_t page : {16, 128, 3}) {  // head dim 192 (its paged tile: 128 x 64)
+      s = P(2, 200, 600, 4, 2, 192, page, true, true, 80 + uint64_t(page));
+      v.push_back(s);
+    }
     s = P(2, 150, 500, 4, 2, 40, 256, true, true, 71);
     v.push_back(s);
     s = P(2, 100, 300, 4, 2, 200, 64, true, true, 72);  // refused (the hdim-256 paged kernel)

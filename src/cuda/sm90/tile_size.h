@@ -34,6 +34,10 @@ constexpr TileConfig dense_tile(int head_dim) {
   // registers (consumer.cuh kDoubleP). NOTES: the wider non-causal tiles (128 x 176 / 192:
   // S 88-96, one P buffer) ran 0.94-0.96x of it at 4k-16k (docs/PERFORMANCE.md).
   if (head_dim <= 128) return {128, 128, 2, 2, 32, 232, 2};
+  // hdim 192: 128 x 112 (48 KB Q + 2 x 2 x 42 KB K / V = 216 KB; 128 keys would need 240 KB);
+  // S 56 + P 28 + O 96 registers, one P buffer (consumer.cuh kDoubleP: hdim <= 128), the
+  // producer at 32 for the sectioned causal schedule.
+  if (head_dim <= 192) return {128, 112, 2, 2, 32, 232, 1};
   // hdim 256: O alone takes 128 registers; 128 x 80 (224 KB smem) at 24/240. The sectioned
   // causal schedule does not fit there (producer spills at 24 and 32 registers, consumer at
   // 232), so hdim 256 keeps the global one; the sectioned 128 x 64 tile at 40/224 was slower
@@ -54,7 +58,8 @@ constexpr TileConfig feature_tile(int head_dim) { return dense_tile(head_dim); }
 constexpr TileConfig ragged_tile(int head_dim, int head_dim_v = 0) {
   if (head_dim_v > 0 && head_dim_v != head_dim) return {128, 128, 2, 2, 32, 232, 1};
   if (head_dim <= 64) return {128, 128, 2, 2, 32, 232, 2};
-  if (head_dim <= 128) return dense_tile(head_dim);
+  // hdim 192: 128 x 80 (the dense 128 x 112 spilled 88 bytes here).
+  if (head_dim <= 192) return {128, 80, 2, 2, 32, 232, 1};
   return {128, 64, 2, 2, 24, 240, 1, false};
 }
 
@@ -65,6 +70,8 @@ constexpr TileConfig ragged_tile(int head_dim, int head_dim_v = 0) {
 // 224, so that kernel has no team path (paged_team_ok) and runs every page size on TMA boxes.
 constexpr TileConfig paged_tile(int head_dim, int head_dim_v = 0) {
   TileConfig t = ragged_tile(head_dim, head_dim_v);
+  // hdim 192: paged boxes and the grouped V layout need a power-of-two block_n: 128 x 64.
+  if (head_dim == 192 && (head_dim_v == 0 || head_dim_v == 192)) t = {128, 64, 2, 2, 32, 232, 1};
   if (t.producer_regs == 32) {
     t.producer_regs = 56;
     t.consumer_regs = 224;
@@ -120,7 +127,7 @@ struct HeadDims {
 };
 constexpr HeadDims kernel_dims(int d, int dv, bool fp8) {
   if (fp8) return d <= 128 && dv <= 128 ? HeadDims{128, 128} : HeadDims{};
-  constexpr HeadDims kCompiled[] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
+  constexpr HeadDims kCompiled[] = {{64, 64}, {128, 128}, {192, 128}, {192, 192}, {256, 256}};
   for (const HeadDims& k : kCompiled)
     if (d <= k.qk && dv <= k.v) return k;
   return {};
