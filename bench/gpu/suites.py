@@ -133,9 +133,10 @@ def suite_rows(ctx, name):
     if name == "fp8":
         return [(c, lambda c=c: fp8_row(ctx, c)) for c in shapes.fp8()]
     if name == "dims":
-        # FA3's FFI build runs dv = d only (a 192/128 call faulted: illegal address, 2026-11-25).
-        return [(c, lambda c=c: dense_row(ctx, c, peers=("cuDNN",) if c.d_v != c.d else ("FA3", "cuDNN")))
-                for c in shapes.head_dims(cfg.dtype)]
+        # 192 / 128: the features suite's split row (the capi's dense entry takes dv = d).
+        import features  # imports this module
+        return [(c, (lambda c=c: features.split_dims_row(ctx, c.causal, b=c.b, s=c.sq, h=c.hq)) if c.d_v != c.d
+                 else (lambda c=c: dense_row(ctx, c))) for c in shapes.head_dims(cfg.dtype)]
     if name == "variants":
         specs = shapes.parse_specs(cfg.specs) if cfg.specs else shapes.VARIANTS
         return [(c, lambda c=c: dense_row(ctx, c, variants=specs, peers=("FA3",))) for c in shapes.variant_rows(cfg.dtype)]

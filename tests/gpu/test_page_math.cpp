@@ -149,6 +149,9 @@ TEST(TileSize, DenseTile) {
   EXPECT_EQ(kernel_dims(136, 264, false).qk, 0);
   EXPECT_TRUE(kernel_tile(Kernel::feature, 128, 128) == kernel_tile(Kernel::dense, 128, 128));
   EXPECT_TRUE(kernel_tile(Kernel::ragged, 128, 128) == kernel_tile(Kernel::dense, 128, 128));
+  EXPECT_TRUE(kernel_tile(Kernel::ragged, 192, 192) == (TileConfig{128, 80, 2, 2, 32, 232, 1}));
+  for (int d : {64, 128, 192, 256})  // paged boxes: a power-of-two block_n
+    EXPECT_EQ(paged_tile(d).block_n & (paged_tile(d).block_n - 1), 0) << d;
 }
 
 // Mode rule: tile-multiple pages always take one TMA per tile; boxes under 16 rows gather by

@@ -58,6 +58,7 @@ constexpr TileConfig feature_tile(int head_dim) { return dense_tile(head_dim); }
 constexpr TileConfig ragged_tile(int head_dim, int head_dim_v = 0) {
   if (head_dim_v > 0 && head_dim_v != head_dim) return {128, 128, 2, 2, 32, 232, 1};
   if (head_dim <= 64) return {128, 128, 2, 2, 32, 232, 2};
+  if (head_dim <= 128) return dense_tile(head_dim);
   // hdim 192: 128 x 80 (the dense 128 x 112 spilled 88 bytes here).
   if (head_dim <= 192) return {128, 80, 2, 2, 32, 232, 1};
   return {128, 64, 2, 2, 24, 240, 1, false};
