@@ -12,6 +12,7 @@
 #include "common/overrides.h"
 #include "common/problem.h"
 #include "cuda/device_guard.h"
+#include "cuda/fp8_upcast.h"
 #include "cuda/kvcache_prepass.h"
 #include "cuda/launch_args.h"
 #include "cuda/plan.h"
@@ -63,10 +64,10 @@ Status check_supported(const Args& a, const Problem& p) {
   const std::string dims = std::to_string(p.dim_qk) + " / " + std::to_string(p.dim_v);
   if (p.dim_qk % 8 != 0 || p.dim_v % 8 != 0)
     return not_yet("head dims " + dims + " (q / k and v: multiples of 8)");
-  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), p.fp8);
-  if (kd.qk == 0)
-    return not_yet(std::string(p.fp8 ? "fp8 (e4m3) " : "") + "head dims " + dims + " (q / k and v up to " +
-                   (p.fp8 ? "128" : "256") + ")");
+  // fp8 above 128 runs on the f16 kernels (fp8_upcast.h): the 16-bit kernels' dims apply.
+  const bool upcast = p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true).qk == 0;
+  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), p.fp8 && !upcast);
+  if (kd.qk == 0) return not_yet("head dims " + dims + " (q / k and v up to 256)");
   // The hdim-256 paged kernel has no column-addressed maps (kernel_config.cuh kColMaps).
   if (p.kv == KvLayout::paged && kd.qk == 256 && (kd.qk != p.dim_qk || kd.v != p.dim_v))
     return not_yet("page_table (paged K/V) with head dims " + dims + " (paged: up to 192 / 128, or 256 / 256)");
@@ -131,6 +132,49 @@ cudaError_t launch(const Problem& p, const cuda::ForwardPlan& plan, const Launch
     default:
       return bf16 ? cuda::sm90::launch_fwd<InType::bf16, 256, 256>(la) : cuda::sm90::launch_fwd<InType::f16, 256, 256>(la);
   }
+}
+
+// fp8 with head dims no fp8 kernel serves: the f16 kernels on exact f16 copies of K and V and
+// a descaled copy of Q, then v_descale on the output rows (fp8_upcast.h). Stream-ordered
+// scratch for the copies (K / V whole, paged pools included), freed after the forward.
+Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) {
+  cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
+  auto padded = [](int64_t n) { return (n + 63) / 64 * 64; };  // 128-byte aligned regions
+  const int64_t nq = padded(a.q.numel()), nk = padded(a.k.numel()), nv = padded(a.v.numel());
+  __half* scratch = nullptr;
+  if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), size_t(nq + nk + nv + 64) * 2, stream);
+      e != cudaSuccess)
+    return cuda_error("fp8 upcast scratch", e);
+  Args b = a;
+  auto copy = [&](const Tensor& src, __half* dst) {  // contiguous f16 tensor of src's shape
+    Tensor t = src;
+    t.data = dst;
+    t.dtype = DType::f16;
+    int64_t st = 1;
+    for (int i = t.rank - 1; i >= 0; --i) {
+      t.stride[i] = st;
+      st *= t.shape[i];
+    }
+    return t;
+  };
+  b.q = copy(a.q, scratch);
+  b.k = copy(a.k, scratch + nq);
+  b.v = copy(a.v, scratch + nq + nk);
+  b.q_descale = b.k_descale = b.v_descale = Tensor{};
+  cudaError_t e = cuda::launch_upcast_e4m3(a.q, static_cast<__half*>(b.q.data), a.q_descale, a.k_descale, p.group,
+                                           a.cu_seqlens_q, stream);
+  if (e == cudaSuccess) e = cuda::launch_upcast_e4m3(a.k, static_cast<__half*>(b.k.data), {}, {}, 1, {}, stream);
+  if (e == cudaSuccess) e = cuda::launch_upcast_e4m3(a.v, static_cast<__half*>(b.v.data), {}, {}, 1, {}, stream);
+  Status s = e == cudaSuccess ? Status::Ok() : cuda_error("fp8 upcast", e);
+  Problem pb;
+  if (s.ok()) s = build_problem(b, &pb);
+  if (s.ok()) s = cuda_forward(b, pb, ov);
+  if (s.ok() && a.v_descale.present()) {
+    e = cuda::launch_scale_rows(a.out, a.v_descale, p.group, a.cu_seqlens_q, a.seqused_q, stream);
+    if (e != cudaSuccess) s = cuda_error("fp8 v_descale", e);
+  }
+  const cudaError_t f = cudaFreeAsync(scratch, stream);
+  return !s.ok() || f == cudaSuccess ? s : cuda_error("fp8 upcast scratch", f);
 }
 
 // Split-KV (plan.h kv_splits > 1): the kernel writes f32 partials of each key range into one
@@ -210,6 +254,11 @@ Status kvcache_forward(const Args& a, const Problem& p, const Overrides& ov) {
 Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   if (p.kvc.any) return kvcache_forward(a, p, ov);
   LONGATTN_TRY(check_supported(a, p));
+  if (p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true).qk == 0) {
+    cuda::DeviceGuard guard(p.device.ordinal);
+    if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));
+    return fp8_upcast_forward(a, p, ov);
+  }
   cuda::DeviceGuard guard(p.device.ordinal);
   if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));
   cudaStream_t stream = static_cast<cudaStream_t>(a.stream);

@@ -113,6 +113,37 @@ std::vector<CaseSpec> fp8_cases() {
   s.page_size = 64;
   s.seqused_k = true;
   v.push_back(s);
+  // Head dims above 128: the f16 kernels on upcast copies (fp8_upcast.h; Q carries q x k
+  // descales by sequence, the output rows v's): 256, 192, 192 / 128 with ragged q and k,
+  // paged (the pool upcast whole), seqused_q (rows past it keep their poison through the row
+  // scaling), sinks + softcap.
+  s = F8(2, 333, 517, 4, 2, true, 43);
+  s.dim_qk = s.dim_v = 256;
+  v.push_back(s);
+  s = F8(2, 300, 400, 4, 2, false, 44);
+  s.dim_qk = s.dim_v = 192;
+  v.push_back(s);
+  s = F8(3, 300, 500, 4, 2, true, 45);
+  s.dim_qk = 192;
+  s.dim_v = 128;
+  s.ragged_q = s.ragged_k = true;
+  v.push_back(s);
+  s = F8(3, 200, 700, 4, 2, true, 46);
+  s.dim_qk = s.dim_v = 256;
+  s.page_size = 64;
+  s.seqused_k = true;
+  v.push_back(s);
+  s = F8(3, 300, 500, 4, 2, true, 47);
+  s.dim_qk = s.dim_v = 256;
+  s.used_q = {300, 0, 129};
+  v.push_back(s);
+  s = F8(3, 400, 600, 4, 2, true, 48);
+  s.dim_qk = s.dim_v = 192;
+  s.ragged_q = true;
+  s.seqused_q = true;
+  s.sinks = true;
+  s.softcap = 20.f;
+  v.push_back(s);
   return v;
 }
 
