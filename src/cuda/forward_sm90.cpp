@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -64,10 +65,12 @@ Status check_supported(const Args& a, const Problem& p) {
   const std::string dims = std::to_string(p.dim_qk) + " / " + std::to_string(p.dim_v);
   if (p.dim_qk % 8 != 0 || p.dim_v % 8 != 0)
     return not_yet("head dims " + dims + " (q / k and v: multiples of 8)");
-  // fp8 above 128 runs on the f16 kernels (fp8_upcast.h): the 16-bit kernels' dims apply.
-  const bool upcast = p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true).qk == 0;
-  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), p.fp8 && !upcast);
-  if (kd.qk == 0) return not_yet("head dims " + dims + " (q / k and v up to 256)");
+  // fp8 above 128 runs on the f16 kernels (fp8_upcast.h): the 16-bit kernels' dims apply. v
+  // above 256 (up to 512) runs as column slices of at most 256 (split_v_forward).
+  const int dv_slice = int(p.dim_v > 256 ? (p.dim_v + 1) / 2 : p.dim_v);
+  const bool upcast = p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), dv_slice, true).qk == 0;
+  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), dv_slice, p.fp8 && !upcast);
+  if (kd.qk == 0 || p.dim_v > 512) return not_yet("head dims " + dims + " (q / k up to 256, v up to 512)");
   // The hdim-256 paged kernel has no column-addressed maps (kernel_config.cuh kColMaps).
   if (p.kv == KvLayout::paged && kd.qk == 256 && (kd.qk != p.dim_qk || kd.v != p.dim_v))
     return not_yet("page_table (paged K/V) with head dims " + dims + " (paged: up to 192 / 128, or 256 / 256)");
@@ -177,6 +180,28 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
   return !s.ok() || f == cudaSuccess ? s : cuda_error("fp8 upcast scratch", f);
 }
 
+// v head dim above 256 (FA3's q / k 64 with v 512): the call once per column slice of v and
+// out (two slices of at most 256, multiples of 8; views, no copies). Each slice computes the
+// same P (same q, k, mask: bitwise the same softmax), so the slices are exact and the LSE,
+// written by each, is the same.
+Status split_v_forward(const Args& a, const Problem& p, const Overrides& ov) {
+  const int64_t half = (p.dim_v / 2 + 7) / 8 * 8;
+  for (int64_t c0 = 0; c0 < p.dim_v; c0 += half) {
+    Args s = a;
+    const int64_t w = std::min(half, p.dim_v - c0);
+    auto slice = [&](Tensor& t) {
+      t.data = static_cast<char*>(t.data) + c0 * t.stride[t.rank - 1] * dtype_size(t.dtype);
+      t.shape[t.rank - 1] = w;
+    };
+    slice(s.v);
+    slice(s.out);
+    Problem ps;
+    LONGATTN_TRY(build_problem(s, &ps));
+    LONGATTN_TRY(cuda_forward(s, ps, ov));
+  }
+  return Status::Ok();
+}
+
 // Split-KV (plan.h kv_splits > 1): the kernel writes f32 partials of each key range into one
 // stream-ordered scratch buffer (the split is the kernel's batch index), then the combine
 // kernel merges them into out / lse. `part` = scratch: splits x rows x dim_v outputs, then
@@ -254,6 +279,7 @@ Status kvcache_forward(const Args& a, const Problem& p, const Overrides& ov) {
 Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   if (p.kvc.any) return kvcache_forward(a, p, ov);
   LONGATTN_TRY(check_supported(a, p));
+  if (p.dim_v > 256) return split_v_forward(a, p, ov);
   if (p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true).qk == 0) {
     cuda::DeviceGuard guard(p.device.ordinal);
     if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));

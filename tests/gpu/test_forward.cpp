@@ -302,7 +302,7 @@ std::vector<Shape> dim192_cases() {
 // would land in the next head's first columns and fail there). One or two chunks short,
 // 8 columns (a single pair per quad), q / k and v narrower by different amounts, both
 // alignments, GQA, f16 -> f32, strided rows, features, ragged with unread keys poisoned,
-// seqused_q, packed GQA, split-KV, chunk with a window.
+// seqused_q, packed GQA, split-KV, chunk with a window; v above 256 (column slices of v / out).
 Shape dims(Shape s, int64_t dv) { s.dim_v = dv; s.seed += 900; return s; }
 Shape usedq(Shape s, std::vector<int32_t> u);
 Shape packed(Shape s);
@@ -321,6 +321,8 @@ std::vector<Shape> narrow_cases() {
   v.push_back(dims(S(1, 600, 700, 4, 2, 160, true), 128));   // (160, 128) -> 192 / 128
   v.push_back(dims(S(1, 300, 400, 4, 2, 176, false), 112));  // -> 192 / 128
   v.push_back(dims(S(1, 300, 400, 4, 2, 64, false), 256));   // (64, 256) -> 256 / 256
+  v.push_back(dims(S(2, 300, 400, 4, 2, 64, true), 512));    // (64, 512): two v slices of 256
+  v.push_back(dims(S(1, 200, 333, 4, 2, 128, false), 320));  // two slices of 160 -> 192 / 192
   {
     Shape s = S(2, 300, 333, 4, 2, 96, false);
     s.pad = 8;
