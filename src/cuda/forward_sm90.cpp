@@ -57,6 +57,10 @@ Status check_device(const char* name, const Tensor& t, const Problem& p) {
 
 // What the kernels cannot serve: dtypes, head dims, layouts beyond their 32-bit coordinates,
 // misaligned operands. NotSupported names the argument.
+// v's column slices (split_v_forward): v above 256 as a first slice of a multiple of 64 columns
+// (its base stays 16-byte aligned for TMA at any element size) and the rest; else v whole.
+int64_t v_slice(int64_t dv) { return dv > 256 ? std::min<int64_t>(256, (dv / 2 + 63) / 64 * 64) : dv; }
+
 Status check_supported(const Args& a, const Problem& p) {
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16 && !p.fp8)
     return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
@@ -66,13 +70,14 @@ Status check_supported(const Args& a, const Problem& p) {
   if (p.dim_qk % 8 != 0 || p.dim_v % 8 != 0)
     return not_yet("head dims " + dims + " (q / k and v: multiples of 8)");
   // fp8 above 128 runs on the f16 kernels (fp8_upcast.h): the 16-bit kernels' dims apply. v
-  // above 256 (up to 512) runs as column slices of at most 256 (split_v_forward).
-  const int dv_slice = int(p.dim_v > 256 ? (p.dim_v + 1) / 2 : p.dim_v);
-  const bool upcast = p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), dv_slice, true).qk == 0;
-  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), dv_slice, p.fp8 && !upcast);
+  // above 256 (up to 512) runs as two column slices (split_v_forward; the first the wider).
+  const int64_t dv0 = v_slice(p.dim_v), dv1 = p.dim_v - dv0;
+  const bool upcast = p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), int(dv0), true).qk == 0;
+  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(dv0), p.fp8 && !upcast);
   if (kd.qk == 0 || p.dim_v > 512) return not_yet("head dims " + dims + " (q / k up to 256, v up to 512)");
   // The hdim-256 paged kernel has no column-addressed maps (kernel_config.cuh kColMaps).
-  if (p.kv == KvLayout::paged && kd.qk == 256 && (kd.qk != p.dim_qk || kd.v != p.dim_v))
+  const bool narrow = kd.qk != p.dim_qk || kd.v != dv0 || (dv1 > 0 && kd.v != dv1);
+  if (p.kv == KvLayout::paged && kd.qk == 256 && narrow)
     return not_yet("page_table (paged K/V) with head dims " + dims + " (paged: up to 192 / 128, or 256 / 256)");
   if (p.out_dtype != DType::bf16 && p.out_dtype != DType::f16 && p.out_dtype != DType::f32)
     return not_yet(std::string("out dtype ") + dtype_name(p.out_dtype));
@@ -181,24 +186,25 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
 }
 
 // v head dim above 256 (FA3's q / k 64 with v 512): the call once per column slice of v and
-// out (two slices of at most 256, multiples of 8; views, no copies). Each slice computes the
-// same P (same q, k, mask: bitwise the same softmax), so the slices are exact and the LSE,
-// written by each, is the same.
+// out (v_slice; views, no copies), both slices checked before either runs. Each slice computes
+// the softmax of the same logits, so each is exact to the reference; the LSE is written by both
+// (equal up to the slices' summation orders when their tiles differ).
 Status split_v_forward(const Args& a, const Problem& p, const Overrides& ov) {
-  const int64_t half = (p.dim_v / 2 + 7) / 8 * 8;
-  for (int64_t c0 = 0; c0 < p.dim_v; c0 += half) {
-    Args s = a;
-    const int64_t w = std::min(half, p.dim_v - c0);
+  const int64_t w0 = v_slice(p.dim_v);
+  Args s[2] = {a, a};
+  Problem ps[2];
+  for (int i = 0; i < 2; ++i) {
+    const int64_t c0 = i == 0 ? 0 : w0, w = i == 0 ? w0 : p.dim_v - w0;
     auto slice = [&](Tensor& t) {
       t.data = static_cast<char*>(t.data) + c0 * t.stride[t.rank - 1] * dtype_size(t.dtype);
       t.shape[t.rank - 1] = w;
     };
-    slice(s.v);
-    slice(s.out);
-    Problem ps;
-    LONGATTN_TRY(build_problem(s, &ps));
-    LONGATTN_TRY(cuda_forward(s, ps, ov));
+    slice(s[i].v);
+    slice(s[i].out);
+    LONGATTN_TRY(build_problem(s[i], &ps[i]));
+    LONGATTN_TRY(check_supported(s[i], ps[i]));
   }
+  for (int i = 0; i < 2; ++i) LONGATTN_TRY(cuda_forward(s[i], ps[i], ov));
   return Status::Ok();
 }
 

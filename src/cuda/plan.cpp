@@ -100,17 +100,19 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     // How tiles shorter than a page are filled (page_math.h paged_mode_for); the hdim-256
     // paged kernel has no team modes (tile_size.h paged_team_ok): TMA boxes.
     pl.paged_mode = sm90::kPagedTma;
-    // Column-addressed maps: per-chunk TMA boxes only (the gather copies whole rows, and a
-    // grouped box carries every chunk).
-    if (sm90::paged_team_ok(tc) && !p.fp8 && !pl.col_maps) {  // fp8: TMA boxes (kernel_config.cuh kPagedTeam)
+    if (sm90::paged_team_ok(tc) && !p.fp8) {  // fp8: TMA boxes (kernel_config.cuh kPagedTeam)
       pl.paged_mode = sm90::paged_mode_for(pl.box_shift, tc.block_n);
       if (ov.paged_fill != detail::PagedFill::rule && (1 << pl.box_shift) < tc.block_n)
         pl.paged_mode = int(ov.paged_fill);
+      // Column-addressed maps: the gather copies a row's 16-byte units up to the kernel's dim
+      // (past a narrower one it would read the next head): the lanes' per-chunk TMA boxes.
+      if (pl.col_maps && pl.paged_mode == sm90::kPagedGather) pl.paged_mode = sm90::kPagedLanes;
     }
     // Grouped V: boxes of 16 .. block_n / 2 rows load V with every 64-column chunk in one TMA,
     // into the grouped V layout (params.h v_group_shift). Grouped K likewise (params.h
     // k_grouped), where the pages are uniformly strided (page stride = page_size x row
     // stride) and the pool has fewer than 2^32 rows (the producer's 32-bit pool row).
+    // Not with column-addressed maps (a grouped box carries every chunk).
     pl.v_grouped = pl.box_shift >= 4 && pl.box_shift < bn_shift && pl.paged_mode != sm90::kPagedGather &&
                    ov.paged_group_v && !pl.col_maps;
     pl.k_grouped = pl.v_grouped && a.k.stride[0] == a.k.shape[1] * a.k.stride[1] &&

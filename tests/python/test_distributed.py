@@ -75,14 +75,20 @@ def test_simulated_dense_batch_pairs_the_zigzag_chunks(return_lse):
     world, n = 3, 2 * 3 * 5
     g = torch.Generator().manual_seed(11)
     q, k, v = (torch.randn(s, generator=g) for s in ((2, n, 4, 16), (2, n, 2, 16), (2, n, 2, 16)))
-    sim = Simulation(q, k, v, world, method="all_gather_kv", causal=True, kv_groups=2,
-                     return_lse=return_lse, num_threads=1)
-    res = sim.run()
-    out = unshard([r[0] for r in res])
     want, want_lse = longattn.forward(q, k, v, causal=True, return_lse=True, num_threads=1)
-    torch.testing.assert_close(out, want, atol=2e-5, rtol=0)
-    if return_lse:
-        torch.testing.assert_close(unshard([r[1] for r in res], seq_dim=-1), want_lse, atol=2e-5, rtol=0)
+    # q as given, and q whose batch stride is not 2c rows (a slice of a longer buffer: the two
+    # calls instead of the pair).
+    for qx in (q, None):
+        sim = Simulation(q, k, v, world, method="all_gather_kv", causal=True, kv_groups=2,
+                         return_lse=return_lse, num_threads=1)
+        if qx is None:
+            sim.qs = [torch.cat([x, x], dim=1)[:, : x.shape[1]] for x in sim.qs]
+            assert sim.qs[0].stride(0) != sim.qs[0].shape[1] * sim.qs[0].stride(1)
+        res = sim.run()
+        out = unshard([r[0] for r in res])
+        torch.testing.assert_close(out, want, atol=2e-5, rtol=0)
+        if return_lse:
+            torch.testing.assert_close(unshard([r[1] for r in res], seq_dim=-1), want_lse, atol=2e-5, rtol=0)
 
 
 # ------------------------------------------------------------------ real gloo groups

@@ -214,7 +214,10 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
     kp, vp = packed(k, p), packed(v, p)
     dim, dim_v = k.shape[-1], v.shape[-1]
     calls = P.all_gather_calls(p.layout, p.rank, p.world, tuple(p.segs), p.causal, p.window)
-    calls = P.pair_chunks(calls, p.segs, single_only=lse is not None)
+    # A pair views a dense segment's q / out (nb, 2c, ...) as (2 nb, c, ...): q's batch stride must
+    # be 2c rows (out is allocated contiguous here); an LSE output of nb > 1 has no such view.
+    viewable = p.ragged or q.shape[0] == 1 or q.stride(0) == q.shape[1] * q.stride(1)
+    calls = P.pair_chunks(calls, p.segs, single_only=lse is not None or not viewable)
     ranks_idx, toks_idx = global_order(p, q.device)
     with _Guard() as guard:
         guard.pending = comm.all_gather_start(pack_kv(kp, vp, 0, hkg), (0, hkg))
