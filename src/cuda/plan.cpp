@@ -49,7 +49,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // the feature kind; per-sequence extents (ragged q / k, seqused_q / seqused_k), paged K/V
   // and split head dims the ragged / paged kinds (a dense q keeps its layout there).
   bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || p.has_seqused_q || paged || split_dims;
-  bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged;
+  // Head dims narrower than the kernel's: the feature kinds (kernel_config.cuh kColMaps).
+  bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged || pl.col_maps;
   // The feature kernels' mask arithmetic is 32-bit (mask.cuh).
   const bool feat_fits = 2 * (p.max_seq_q + p.max_seq_k) <= INT32_MAX - 4096;
   if (features && !feat_fits)

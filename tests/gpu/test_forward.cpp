@@ -302,7 +302,8 @@ std::vector<Shape> dim192_cases() {
 // would land in the next head's first columns and fail there). One or two chunks short,
 // 8 columns (a single pair per quad), q / k and v narrower by different amounts, both
 // alignments, GQA, f16 -> f32, strided rows, features, ragged with unread keys poisoned,
-// seqused_q, packed GQA, split-KV, chunk with a window; v above 256 (column slices of v / out).
+// seqused_q, packed GQA, batch 1 with few tiles, chunk with a window; v above 256 (column
+// slices of v / out). Narrow dims run on the feature kinds (plan.cpp).
 Shape dims(Shape s, int64_t dv) { s.dim_v = dv; s.seed += 900; return s; }
 Shape usedq(Shape s, std::vector<int32_t> u);
 Shape packed(Shape s);
@@ -333,11 +334,7 @@ std::vector<Shape> narrow_cases() {
   v.push_back(usedq(F(2, 300, 400, 4, 2, 112, true), {100, 300}));
   v.push_back(packed(F(1, 40, 900, 16, 2, 96, true)));
   v.push_back(packed(F(1, 40, 900, 16, 2, 192, true)));
-  {
-    Shape s = S(1, 64, 4000, 2, 2, 96, false);
-    s.ov.kv_splits = 4;
-    v.push_back(s);
-  }
+  v.push_back(S(1, 64, 4000, 2, 2, 96, false));  // batch 1, few tiles (narrow dims: no split-KV)
   v.push_back(chunk(win(F(1, 700, 900, 4, 2, 48, true), 120, -1), 256));
   return v;
 }

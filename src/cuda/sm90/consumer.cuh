@@ -326,15 +326,15 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
     if constexpr (Cfg::kPack) {  // rows scattered back to (position, head)
       const SeqCoord e = seq_coord(p, tc.b);
       const int64_t pos0 = int64_t(e.q0) + int64_t(tc.m_block) * (Cfg::kBlockM >> p.pack_shift);
-      store_packed(p, o, lse, tc.b, tc.h, pos0, row0, lane, int64_t(e.q0) + e.q_len);
+      store_packed<Cfg::kColMaps>(p, o, lse, tc.b, tc.h, pos0, row0, lane, int64_t(e.q0) + e.q_len);
     } else if constexpr (Cfg::kRagged) {  // rows of this sequence in the token dimension
       const SeqCoord e = seq_coord(p, tc.b);  // re-read: not held in registers through the loop
       const int64_t row = int64_t(e.q0) + tc.m_block * Cfg::kBlockM + row0;
-      store_o(p, o, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
+      store_o<Cfg::kColMaps>(p, o, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
       store_lse(p, lse, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
     } else {
       const int64_t row = tc.m_block * Cfg::kBlockM + row0;
-      store_o(p, o, tc.b, tc.h, row, lane, p.seq_q);
+      store_o<Cfg::kColMaps>(p, o, tc.b, tc.h, row, lane, p.seq_q);
       store_lse(p, lse, tc.b, tc.h, row, lane, p.seq_q);
     }
   }

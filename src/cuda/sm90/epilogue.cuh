@@ -16,12 +16,13 @@
 namespace longattn::cuda::sm90 {
 
 // Half `half` (rows row0 and row0 + 8 of the fragment) of this thread's O to out + base,
-// whose first column is this thread's 2 (lane % 4): columns at or past p.o_cols (a head dim
-// narrower than the kernel's) are not stored (o_cols is even: a pair never straddles it).
-template <int NO>
+// whose first column is this thread's 2 (lane % 4). kCols (KernelConfig kColMaps): columns at
+// or past p.o_cols (a head dim narrower than the kernel's) are not stored (o_cols is even: a
+// pair never straddles it); without it every column is.
+template <bool kCols, int NO>
 __device__ __forceinline__ void store_o_half(const FwdParams& p, const float (&o)[NO], int half, int64_t base,
                                              int lane) {
-  const int32_t lim = p.o_cols - 2 * (lane % 4);
+  const int32_t lim = kCols ? p.o_cols - 2 * (lane % 4) : 2 * NO;
   if (p.out_type == OutType::f32) {
     float* out = static_cast<float*>(p.out) + base;
 #pragma unroll
@@ -44,20 +45,20 @@ __device__ __forceinline__ void store_o_half(const FwdParams& p, const float (&o
   }
 }
 
-template <int NO>
+template <bool kCols, int NO>
 __device__ __forceinline__ void store_o(const FwdParams& p, const float (&o)[NO], int64_t b,
                                         int64_t h, int64_t row0, int lane, int64_t row_end) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + 8 * half;
     if (row >= row_end) continue;
-    store_o_half(p, o, half, b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4), lane);
+    store_o_half<kCols>(p, o, half, b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4), lane);
   }
 }
 
 // Packed GQA (pack_gqa.h): tile row r = r0 + 8 half is query position pos0 + r / g of head
 // hk g + r % g (g = 2^p.pack_shift); positions at or past pos_end are clipped. Both O and LSE.
-template <int NO>
+template <bool kCols, int NO>
 __device__ __forceinline__ void store_packed(const FwdParams& p, const float (&o)[NO], const float (&lse)[2],
                                              int64_t b, int32_t hk, int64_t pos0, int r0, int lane,
                                              int64_t pos_end) {
@@ -67,7 +68,7 @@ __device__ __forceinline__ void store_packed(const FwdParams& p, const float (&o
     const int32_t r = r0 + 8 * half;
     const int64_t pos = pos0 + (r >> sh), h = (int64_t(hk) << sh) + (r & gm);
     if (pos >= pos_end) continue;
-    store_o_half(p, o, half, b * p.out_stride_b + pos * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4), lane);
+    store_o_half<kCols>(p, o, half, b * p.out_stride_b + pos * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4), lane);
     if (p.lse != nullptr && lane % 4 == 0)
       p.lse[b * p.lse_stride_b + h * p.lse_stride_h + pos * p.lse_stride_s] = lse[half];
   }

@@ -41,9 +41,11 @@ struct KernelConfig {
   // TMA boxes from one thread).
   static constexpr bool kPagedTeam = kPaged && !kFp8 && paged_team_ok(kTile);
   // Column-addressed tensor maps (params.h col_maps: head dims narrower than the kernel's)
-  // compiled in. NOTES: not the 24-register hdim-256 paged producer (its chunk coordinates
-  // then spilled 4-8 bytes); the host refuses paged K/V with dims narrower than 256 there.
-  static constexpr bool kColMaps = !(kPaged && kTile.producer_regs < 32);
+  // compiled in: the feature kinds (plan.cpp sends narrow dims there), so the dense kernel keeps
+  // its loads and stores unconditional (with them compiled in it ran ~1-2% slower at 1k).
+  // NOTES: not the 24-register hdim-256 paged producer (its chunk coordinates then spilled 4-8
+  // bytes); the host refuses paged K/V with dims narrower than 256 there.
+  static constexpr bool kColMaps = kFeat && !(kPaged && kTile.producer_regs < 32);
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kStages = kTile.stages;
