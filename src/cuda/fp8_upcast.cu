@@ -1,5 +1,6 @@
 // The fp8 upcast path's two elementwise kernels (fp8_upcast.h).
 #include "cuda/fp8_upcast.h"
+#include "cuda/tensor_view.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -7,19 +8,6 @@
 namespace longattn::cuda {
 namespace {
 
-struct View4 {
-  void* data;
-  DType t;
-  int64_t shape[4], stride[4];
-};
-View4 view(const Tensor& x) {
-  View4 v{x.data, x.dtype, {1, 1, 1, 1}, {0, 0, 0, 0}};
-  for (int i = 0; i < x.rank; ++i) {
-    v.shape[4 - x.rank + i] = x.shape[i];
-    v.stride[4 - x.rank + i] = x.stride[i];
-  }
-  return v;
-}
 
 // The sequence of row (b, s) of a (batch, seq, heads, dim) view: b, or for a ragged view (1,
 // tokens, ...) the sequence holding token s (cu[l] <= s < cu[l + 1]); -1: past the last one.
@@ -162,7 +150,7 @@ RowSeq row_seq(const Tensor& cu_seqlens_q, const Tensor& seqused_q, int64_t batc
 cudaError_t launch_upcast_e4m3(const Tensor& src, __half* dst, const Tensor& qd, const Tensor& kd, int64_t group,
                                const Tensor& cu_seqlens_q, cudaStream_t stream) {
   if (src.numel() == 0) return cudaSuccess;
-  const View4 v = view(src);
+  const View4 v = view4(src);
   const Rows rw = rows_of(v);
   upcast_kernel<<<blocks_for(v.shape[0] * v.shape[1] * v.shape[2] * rw.segs), 256, 0, stream>>>(
       v, dst, descale(qd), descale(kd), group, row_seq(cu_seqlens_q, Tensor{}, v.shape[0]), rw);
@@ -172,7 +160,7 @@ cudaError_t launch_upcast_e4m3(const Tensor& src, __half* dst, const Tensor& qd,
 cudaError_t launch_scale_rows(const Tensor& out, const Tensor& vd, int64_t group, const Tensor& cu_seqlens_q,
                               const Tensor& seqused_q, cudaStream_t stream) {
   if (out.numel() == 0 || !vd.present()) return cudaSuccess;
-  const View4 v = view(out);
+  const View4 v = view4(out);
   const Rows rw = rows_of(v);
   scale_rows_kernel<<<blocks_for(v.shape[0] * v.shape[1] * v.shape[2] * rw.segs), 256, 0, stream>>>(
       v, descale(vd), group, row_seq(cu_seqlens_q, seqused_q, v.shape[0]), rw);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "cuda/tensor_view.h"
 #include "cuda/util_kernels.h"
 
 namespace longattn::cuda {
@@ -24,19 +25,6 @@ __device__ void store_f(void* p, DType t, int64_t i, float x) {
   }
 }
 
-struct View4 {
-  void* data;
-  DType t;
-  int64_t shape[4], stride[4];
-};
-View4 view(const Tensor& x) {
-  View4 v{x.data, x.dtype, {1, 1, 1, 1}, {0, 0, 0, 0}};
-  for (int i = 0; i < x.rank; ++i) {
-    v.shape[4 - x.rank + i] = x.shape[i];
-    v.stride[4 - x.rank + i] = x.stride[i];
-  }
-  return v;
-}
 
 // The query rows seqused_q leaves out of the fill (util_kernels.h launch_fill_empty). Device
 // int32 metadata, contiguous (the API's rank-1 rule); used == null: every row is filled.
@@ -132,7 +120,7 @@ int blocks_for(int64_t n) {
 
 cudaError_t launch_fill_empty(const Tensor& out, const Tensor& lse, const Tensor& sinks,
                               const Tensor& cu_seqlens_q, const Tensor& seqused_q, cudaStream_t stream) {
-  View4 o = view(out), l = lse.present() ? view(lse) : View4{nullptr, DType::f32, {1, 1, 1, 1}, {}};
+  View4 o = view4(out), l = lse.present() ? view4(lse) : View4{nullptr, DType::f32, {1, 1, 1, 1}, {}};
   UsedRows rows;
   if (seqused_q.present()) {
     rows.used = static_cast<const int32_t*>(seqused_q.data);
@@ -199,8 +187,8 @@ cudaError_t check_page_table(const Tensor& pt, const Tensor& used, int64_t page_
 }
 
 cudaError_t launch_combine(const CombineArgs& a, cudaStream_t stream) {
-  View4 op = view(a.out_partial), lp = view(a.lse_partial), out = view(a.out);
-  View4 l = a.lse.present() ? view(a.lse) : View4{nullptr, DType::f32, {1, 1, 1, 1}, {}};
+  View4 op = view4(a.out_partial), lp = view4(a.lse_partial), out = view4(a.out);
+  View4 l = a.lse.present() ? view4(a.lse) : View4{nullptr, DType::f32, {1, 1, 1, 1}, {}};
   combine_kernel<<<blocks_for(a.out.numel()), 256, 0, stream>>>(op, lp, out, l);
   return cudaGetLastError();
 }
