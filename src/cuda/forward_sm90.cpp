@@ -55,12 +55,12 @@ Status check_device(const char* name, const Tensor& t, const Problem& p) {
   return Status::Ok();
 }
 
-// What the kernels cannot serve: dtypes, head dims, layouts beyond their 32-bit coordinates,
-// misaligned operands. NotSupported names the argument.
 // v's column slices (split_v_forward): v above 256 as a first slice of a multiple of 64 columns
 // (its base stays 16-byte aligned for TMA at any element size) and the rest; else v whole.
 int64_t v_slice(int64_t dv) { return dv > 256 ? std::min<int64_t>(256, (dv / 2 + 63) / 64 * 64) : dv; }
 
+// What the kernels cannot serve: dtypes, head dims, layouts beyond their 32-bit coordinates,
+// misaligned operands. NotSupported names the argument.
 Status check_supported(const Args& a, const Problem& p) {
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16 && !p.fp8)
     return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
@@ -286,13 +286,9 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   if (p.kvc.any) return kvcache_forward(a, p, ov);
   LONGATTN_TRY(check_supported(a, p));
   if (p.dim_v > 256) return split_v_forward(a, p, ov);
-  if (p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true).qk == 0) {
-    cuda::DeviceGuard guard(p.device.ordinal);
-    if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));
-    return fp8_upcast_forward(a, p, ov);
-  }
   cuda::DeviceGuard guard(p.device.ordinal);
   if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));
+  if (p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true).qk == 0) return fp8_upcast_forward(a, p, ov);
   cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   if (p.batch == 0 || p.max_seq_q == 0 || p.heads_q == 0) return Status::Ok();
   if (p.max_seq_k == 0) {  // no keys: out 0, lse -inf (or the sink), on the rows seqused_q uses
