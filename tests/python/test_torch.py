@@ -219,15 +219,24 @@ def test_cuda_honours_current_stream():
 @gpu
 @pytest.mark.gpu
 @skip_unsupported
-def test_cuda_fp8():
+@pytest.mark.parametrize("dims", [(128, 128), (64, 64), (96, 96), (192, 128), (256, 256)])
+def test_cuda_fp8(dims):
+    # Every fp8 head dim: <= 128 on the fp8 kernel (narrower ones zero-filled), above on the f16
+    # kernels after the upcast; descales differ per (sequence, kv head) (GQA 4 / 2, batch 2).
     if not hasattr(torch, "float8_e4m3fn"):
         pytest.skip("torch without float8")
-    g = torch.Generator().manual_seed(10)
-    q, k, v = (t_randn((1, 500, 4, 128), torch.float32, DEV, g, 16).to(torch.float8_e4m3fn) for _ in range(3))
-    ds = torch.full((1, 4), 1 / 16, device=DEV)
-    out = longattn.flash_attn_func(q, k, v, causal=True, q_descale=ds, k_descale=ds, v_descale=ds)
-    assert out.dtype == torch.bfloat16
-    ref = torch_reference(q.float() / 16, k.float() / 16, v.float() / 16, causal=True)
+    d, dv = dims
+    g = torch.Generator().manual_seed(10 + d + dv)
+    q, k = (t_randn((2, 300, h, d), torch.float32, DEV, g, 16).to(torch.float8_e4m3fn) for h in (4, 2))
+    v = t_randn((2, 300, 2, dv), torch.float32, DEV, g, 16).to(torch.float8_e4m3fn)
+    qd, kd, vd = (torch.rand((2, 2), generator=g).add(0.5).div(16).to(DEV) for _ in range(3))
+    out = longattn.flash_attn_func(q, k, v, causal=True, q_descale=qd, k_descale=kd, v_descale=vd)
+    assert out.dtype == torch.bfloat16 and out.shape == (2, 300, 4, dv)
+
+    def deq(x, s):  # (b, s, hk, d) x (b, hk)
+        return x.float() * s[:, None, :, None]
+    ref = torch_reference(deq(q, kd.repeat_interleave(2, 1)) * qd.repeat_interleave(2, 1)[:, None, :, None],
+                          deq(k, torch.ones_like(kd)), deq(v, vd), causal=True)
     assert (out.double() - ref).abs().max().item() < 0.1
 
 
