@@ -9,28 +9,6 @@ namespace longattn::cuda {
 namespace {
 
 
-// The sequence of row (b, s) of a (batch, seq, heads, dim) view: b, or for a ragged view (1,
-// tokens, ...) the sequence holding token s (cu[l] <= s < cu[l + 1]); -1: past the last one.
-// `used` (seqused_q, may be null) drops the rows past it: -1 too.
-struct RowSeq {
-  const int32_t* cu = nullptr;
-  const int32_t* used = nullptr;
-  int64_t batch = 0;
-  __device__ int64_t operator()(int64_t b, int64_t s) const {
-    if (cu) {
-      if (s >= cu[batch]) return -1;
-      int64_t l = 0, h = batch;
-      while (h - l > 1) {
-        const int64_t m = (l + h) / 2;
-        if (cu[m] <= s) l = m;
-        else h = m;
-      }
-      return used && s - cu[l] >= used[l] ? -1 : l;
-    }
-    return used && s >= used[b] ? -1 : b;
-  }
-};
-
 // A (batch, heads_kv) float32 descale; absent: 1.
 struct Descale {
   const float* p = nullptr;

@@ -1,5 +1,6 @@
-// A Tensor as the helper kernels index it: rank normalised to 4 (leading extents 1), element
-// strides, passed by value to device code (util_kernels.cu, fp8_upcast.cu).
+// What the helper kernels (util_kernels.cu, fp8_upcast.cu) share: a Tensor as they index it
+// (rank normalised to 4, leading extents 1; element strides; passed by value to device code)
+// and the sequence of a query row.
 #pragma once
 
 #include <cstdint>
@@ -22,5 +23,29 @@ inline View4 view4(const Tensor& x) {
   }
   return v;
 }
+
+#if defined(__CUDACC__)
+// The sequence of row (b, s) of a (batch, seq, heads, dim) view: b, or for a ragged view (1,
+// tokens, ...) the sequence holding token s (cu[l] <= s < cu[l + 1]); -1: past the last one.
+// `used` (seqused_q, may be null) drops the rows past it: -1 too.
+struct RowSeq {
+  const int32_t* cu = nullptr;
+  const int32_t* used = nullptr;
+  int64_t batch = 0;
+  __device__ __forceinline__ int64_t operator()(int64_t b, int64_t s) const {
+    if (cu) {
+      if (s >= cu[batch]) return -1;
+      int64_t l = 0, h = batch;
+      while (h - l > 1) {
+        const int64_t m = (l + h) / 2;
+        if (cu[m] <= s) l = m;
+        else h = m;
+      }
+      return used && s - cu[l] >= used[l] ? -1 : l;
+    }
+    return used && s >= used[b] ? -1 : b;
+  }
+};
+#endif
 
 }  // namespace longattn::cuda

@@ -27,27 +27,13 @@ __device__ void store_f(void* p, DType t, int64_t i, float x) {
 
 
 // The query rows seqused_q leaves out of the fill (util_kernels.h launch_fill_empty). Device
-// int32 metadata, contiguous (the API's rank-1 rule); used == null: every row is filled.
+// int32 metadata, contiguous (the API's rank-1 rule); used == null: every row is filled, else
+// the rows RowSeq places in a sequence (tokens past the last sequence belong to none).
 struct UsedRows {
   const int32_t* cu = nullptr;    // cu_seqlens_q (ragged q), else null
   const int32_t* used = nullptr;  // seqused_q
   int64_t batch = 0;
-  // Dense row s of sequence b; ragged: token s (b unused), found in cu by bisection. Tokens
-  // past the last sequence belong to none and are not filled.
-  __device__ bool operator()(int64_t b, int64_t s) const {
-    if (!used) return true;
-    if (cu) {
-      if (s >= cu[batch]) return false;
-      int64_t l = 0, h = batch;  // cu[l] <= s < cu[h]
-      while (h - l > 1) {
-        const int64_t m = (l + h) / 2;
-        if (cu[m] <= s) l = m;
-        else h = m;
-      }
-      return s - cu[l] < used[l];
-    }
-    return s < used[b];
-  }
+  __device__ bool operator()(int64_t b, int64_t s) const { return !used || RowSeq{cu, used, batch}(b, s) >= 0; }
 };
 
 // One thread per output element; grid-stride with 64-bit indices. out views (batch, seq,
