@@ -3,7 +3,9 @@
 
 Usage: ncu -k regex:fwd_kernel -s 1 -c 1 --metrics ... python3 bench/gpu/once.py --lib LIB
        --batch 1 --seq 65536 --hq 32 --hk 8 --dim 128 [--causal] [--softcap 30 [--sinks]]
-       [--window 4096] [--overrides "sections=0"]
+       [--window 4096] [--overrides "sections=0"] [--fa3 DIR]
+--fa3 DIR runs FA3's kernel (DIR/libdew_flash_attn3.so through JAX, as bench.py) on the same
+inputs instead of longattn's (ncu -k regex:flash).
 --overrides takes a longattn_bench_set_overrides spec (keys in bench/gpu/longattn_capi.cpp:
 sections, splits, tile_list, dynamic, pack_gqa, softcap_fixed, paged_fill, ...); ""
 runs the shipped rules."""
@@ -30,12 +32,26 @@ ap.add_argument("--sinks", action="store_true")
 ap.add_argument("--window", type=int, default=-1, help="left window (causal: keys before the diagonal)")
 ap.add_argument("--overrides", default="", help="longattn_bench_set_overrides spec")
 ap.add_argument("--fp8", action="store_true", help="e4m3 q / k / v (descales 1), bf16 out")
+ap.add_argument("--fa3", default="", help="run FA3's kernel from DIR instead (plain masks, bf16)")
 a = ap.parse_args()
 g = torch.Generator(device="cuda").manual_seed(1)
 q = torch.randn(a.batch, a.seq, a.hq, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
 k = torch.randn(a.batch, a.seq, a.hk, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
 v = torch.randn(a.batch, a.seq, a.hk, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
 o = torch.full_like(q, math.nan)
+if a.fa3:
+    from peers import FA3  # noqa: E402
+    from shapes import Case  # noqa: E402
+    fa3 = FA3(a.fa3)
+    c = Case(a.batch, a.seq, a.seq, a.hq, a.hk, a.dim, a.causal, wl=a.window)
+    f = fa3.dense_fn(c)
+    js = (fa3.to_jax(q), fa3.to_jax(k), fa3.to_jax(v))
+    for _ in range(2):
+        r = f(*js)
+    r.block_until_ready()
+    assert not torch.isnan(fa3.to_torch(r)).any().item(), "unwritten output"
+    print("once: ok (FA3)")
+    sys.exit(0)
 la = LongAttn(a.lib)
 sinks = torch.rand(a.hq, device="cuda", dtype=torch.float32, generator=g) * 4 - 1 if a.sinks else None
 if a.fp8:

@@ -31,6 +31,9 @@
 #             torch.compile'd (issue 16; needs the Python extension)
 #   cp        tests/gpu/cp_one_gpu.py: context parallelism's per-rank kernels, W ranks simulated
 #             in one process, split overhead (issue 18; needs the Python extension)
+#   ncutile   ncu --set full of longattn's and FA3's kernels (NCU_SHAPES: once.py flag lists
+#             split at '|'; default causal 8 x 2k, 16 heads, hdim 128): both kernels' details in
+#             $OUT/ncu_details.txt, longattn's per-SASS-instruction samples (first shape) in $OUT/ncu_source.csv.gz
 #   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
 #             shipped rules and overrides sections=0
 # BENCH_ARGS (env) are added to every benchmark stage, split at spaces (e.g. "--dtype f16",
@@ -183,6 +186,24 @@ for st in $STAGES; do
     cp)
       run cp_one_gpu python3 tests/gpu/cp_one_gpu.py
       grep -E "FAIL|^\(c\)|overhead|passed|failed" "$LOGS/cp_one_gpu.log" | head -20 | tee -a "$SUM" ;;
+    ncutile)
+      # NCU_SHAPES: once.py flag lists separated by '|'; the source samples are the first shape's.
+      : >"$LOGS/ncutile.log"
+      n=0
+      IFS='|' read -ra SHS <<<"${NCU_SHAPES:-"--batch 8 --seq 2048 --hq 16 --hk 16 --dim 128 --causal"}"
+      for SH in "${SHS[@]}"; do
+        n=$((n + 1))
+        for who in longattn fa3; do
+          if [ $who = fa3 ]; then K=regex:FlashAttn; X="--fa3 .fa3"; else K=regex:fwd_kernel; X=""; fi
+          # shellcheck disable=SC2086  # SH is a flag list
+          ncu --set full --import-source no --kernel-name-base demangled -k $K -s 1 -c 1 -f -o "$LOGS/ncu_${who}_$n" \
+            python3 bench/gpu/once.py --lib "$BIN/liblongattn_capi.so" $SH $X >>"$LOGS/ncutile.log" 2>&1
+          { echo "== $who: $SH"; ncu -i "$LOGS/ncu_${who}_$n.ncu-rep" --page details; } >>"$OUT/ncu_details.txt" 2>&1
+        done
+      done
+      ncu -i "$LOGS/ncu_longattn_1.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip >"$OUT/ncu_source.csv.gz"
+      tail -20 "$LOGS/ncutile.log" >>"$LOG"
+      grep -E "^==|Duration|Registers Per|Executed Ipc A|Issue Slots Busy" "$OUT/ncu_details.txt" | tee -a "$SUM" ;;
     ncu)
       # Issue 6: L2 hit rate and DRAM bytes of one long call, the shipped rules and one L2 section.
       M=lts__t_sector_hit_rate.pct,dram__bytes_read.sum,gpu__time_duration.sum
