@@ -30,7 +30,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "cuda/sm90/params.h"
 
@@ -62,13 +61,23 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
   const int64_t two_rounds = std::max<int64_t>(1, (2 * grid + m_blocks / 2) / m_blocks);
   // Many rounds: the partial round holds only the cheapest tiles; whole kv heads.
   if (fit * m_blocks >= 16 * grid) return std::max(fit, one_round);
-  // Few rounds: the largest s <= fit, whole kv heads where s >= group, whose tile count lies
-  // within half a pair's tiles of an even number of rounds.
+  // Few rounds. A section's tiles past its last even round go, cheapest, to the same low CTAs
+  // in every section (the snake restarts at CTA 0), so an excess accumulates over the
+  // sections: 17 pairs of 16 q-blocks (272 tiles = 2 x 132 + 8) left CTAs 0..7 with 8% more
+  // work than the mean at causal 2k x 8 x 16 heads (ncu: SMs active 87% of the kernel), while
+  // a section a little short of an even round count costs nothing (CTAs 0..e-1 get less).
+  // So: first the largest s up to 1.5 x fit (the budget is half the L2, so the other half
+  // still holds some of it) whose tiles are exactly an even number of rounds; then the
+  // largest s <= fit at most half a pair's tiles short of one; whole kv heads where s >= group.
+  const int64_t two = 2 * grid;
+  for (int64_t s = std::min(pairs, fit + fit / 2); s >= 1; --s) {
+    if (s >= group && s % group != 0) continue;
+    if ((s * m_blocks) % two == 0) return s;
+  }
   for (int64_t s = fit; s >= 1; --s) {
     if (s >= group && s % group != 0) continue;
-    const int64_t tiles = s * m_blocks, two = 2 * grid;
-    const int64_t r = (tiles + grid) / two;  // nearest even number of rounds, in pairs of rounds
-    if (r >= 1 && 2 * std::abs(tiles - r * two) <= m_blocks) return s;
+    const int64_t tiles = s * m_blocks, r = (tiles + two - 1) / two;  // pairs of rounds covering it
+    if (2 * (r * two - tiles) <= m_blocks) return s;
   }
   // Fewer than two rounds fit the budget: balance wins (a section of 1.3 rounds left CTAs
   // idle for ~1.5x the mean work in the host model), so about two rounds.
