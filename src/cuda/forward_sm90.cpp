@@ -320,6 +320,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
     const int64_t key_blocks = (p.max_seq_k + plan.tile.block_n - 1) / plan.tile.block_n;
     la.p.split_blocks = int32_t((key_blocks + plan.kv_splits - 1) / plan.kv_splits);
   }
+  if (!split.part) la.p.o_tma = cuda::encode_out_map(a, p, plan, &la) ? 1 : 0;
   cudaError_t e = launch(p, plan, la);
   if (split.part) {
     if (e == cudaSuccess) e = split.combine(a, p, stream);

@@ -2,6 +2,7 @@
 #include "cuda/launch_args.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "cuda/ptx/tensor_map.h"
 #include "cuda/sm90/page_math.h"
@@ -59,6 +60,18 @@ std::string encode_maps(const Args& a, const detail::Problem& p, const ForwardPl
       !(err = encode_tile_map(mv, &la->tm_v)).empty())
     return err;
   return "";
+}
+
+bool encode_out_map(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::LaunchArgs* la) {
+  if (plan.kernel != sm90::Kernel::dense || p.fp8 || p.out_dtype != p.in_dtype || a.out.rank != 4) return false;
+  if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return false;
+  if (reinterpret_cast<uintptr_t>(a.out.data) % 16 != 0) return false;
+  for (int i = 0; i < 3; ++i)  // 8 elements = 16 bytes (a batch / head extent of 1: any stride)
+    if ((i == 1 || a.out.shape[i] > 1) && a.out.stride[i] % 8 != 0) return false;
+  TileMapSpec mo = map_spec(a.out, p.in_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                             : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 64);
+  mo.box_chunks = 1;
+  return encode_tile_map(mo, &la->tm_o).empty();
 }
 
 void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::FwdParams* out) {

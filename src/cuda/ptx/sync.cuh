@@ -20,8 +20,10 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 }
 
 // Named barriers (ids 1..15; 0 is __syncthreads). `threads` is a multiple of 32.
-// Ids 1..kWGs: the consumers' ping-pong turns (consumer.cuh); kBarClearTail: all consumers
-// after clearing a sequence's last V tile (tail_rows.cuh clear_tail_rows).
+// Ids 1..kWGs: the consumers' ping-pong turns (consumer.cuh); kBarOStore + wg: one consumer
+// warpgroup's O written to shared memory before its TMA store (consumer.cuh, o_tma);
+// kBarClearTail: all consumers after clearing a sequence's last V tile (tail_rows.cuh).
+constexpr uint32_t kBarOStore = 4;
 constexpr uint32_t kBarClearTail = 15;
 __device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

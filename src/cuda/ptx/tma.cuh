@@ -35,6 +35,24 @@ __device__ __forceinline__ void tma_load_5d(void* smem, const CUtensorMap* map, 
                                     smem, map, coords, bar);
 }
 
+// 5-D tiled TMA store from shared memory (a bulk async-group of the issuing thread: commit
+// with bulk_commit, then wait for its reads of shared memory / its completion).
+__device__ __forceinline__ void tma_store_5d(const CUtensorMap* map, const void* smem, int32_t c0, int32_t c1,
+                                             int32_t c2, int32_t c3, int32_t c4) {
+  const int32_t coords[5] = {c0, c1, c2, c3, c4};
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_global, ::cuda::ptx::space_shared, map, coords, smem);
+}
+__device__ __forceinline__ void bulk_commit() { ::cuda::ptx::cp_async_bulk_commit_group(); }
+// At most N of this thread's committed groups still read shared memory / are incomplete.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  ::cuda::ptx::cp_async_bulk_wait_group_read(::cuda::ptx::n32_t<N>{});
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  ::cuda::ptx::cp_async_bulk_wait_group(::cuda::ptx::n32_t<N>{});
+}
+
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }

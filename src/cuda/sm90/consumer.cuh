@@ -57,7 +57,8 @@ __device__ __forceinline__ float2 tile_descales(const FwdParams& p, int32_t b, i
 }
 
 template <class Cfg>
-__device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::Smem sm, int wg, int tid) {
+__device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensorMap* tm_o, typename Cfg::Smem sm, int wg,
+                                              int tid) {
   // P fragments: 16-bit P packs 2 per register, fp8 P 4.
   constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDimV / 2, kNP = Cfg::kBlockN / (Cfg::kFp8 ? 8 : 4);
   // Two P buffers (see the main loop) where S, O and both fit in registers with 40 to spare.
@@ -75,6 +76,23 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
   };
   const PingPong<Cfg> turn{wg};
   turn.init();
+  // O through shared memory (KernelConfig kOTma, FwdParams::o_tma; read at each use). A
+  // warpgroup writes its O into its own 64-row slice of the tile's Q buffer (its Q.K^T reads
+  // are done), and thread 0 stores it with TMA. The buffer's q_empty arrivals then come
+  // after the epilogue, and thread 0's only after its store has read the slice: deferred
+  // into the next tile, after that tile's first Q.K^T is issued (o_pending), so nobody waits
+  // for the store. The producer loads into this buffer again two tiles later.
+  auto o_tma = [&] { return Cfg::kOTma && p.o_tma; };
+  uint64_t* o_pending = nullptr;  // thread 0: q_empty owed once its last TMA store has read
+  auto settle_o = [&] {
+    if constexpr (Cfg::kOTma) {
+      if (o_pending) {
+        ptx::bulk_wait_read<0>();
+        ptx::mbar_arrive(o_pending);
+        o_pending = nullptr;
+      }
+    }
+  };
   // A K / V stage is ready: its full barrier completed. Paged gather (cp.async, generic proxy)
   // then needs a proxy fence before this thread's wgmmas read it (paged_kv.cuh team_load).
   auto wait_full = [&](uint64_t* bar, uint32_t phase) {
@@ -211,7 +229,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       }
     };
 
-    const uint8_t* q_wg = sm.q(qs.stage) + wg * 64 * 128;  // 64-row slice of every Q chunk
+    uint8_t* q_wg = sm.q(qs.stage) + wg * 64 * 128;  // 64-row slice of every Q chunk (o_tma: O's too)
     uint64_t* q_empty = sm.q_empty(qs.stage);
     ptx::mbar_wait(sm.q_full(qs.stage), qs.phase);
     qs.advance();
@@ -230,11 +248,12 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       turn.wait_turn();
       gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage), uint32_t(p.k_grouped));
       turn.pass_turn();
+      settle_o();  // the previous tile's O store, while this Q.K^T runs
       ptx::wgmma_wait<0>();
       ptx::pin(s);
       release(sm.k_empty(ks.stage));
       ks.advance();
-      if (j == lo) release(q_empty);
+      if (j == lo && !o_tma()) release(q_empty);
       mask_s(s, j);
       softmax_update(s);
       to_p(s, pa);
@@ -267,7 +286,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         ptx::pin(s);
         release(sm.k_empty(ks.stage));
         ks.advance();
-        if (jj == lo) release(q_empty);
+        if (jj == lo && !o_tma()) release(q_empty);
         mask_s(s, jj);
         const bool moved = softmax_update(s);
         rescale = moved || p.rescale_threshold <= 0.f;
@@ -309,7 +328,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
         last_pv(pa);
       }
     } else {
-      release(q_empty);
+      settle_o();
+      if (!o_tma()) release(q_empty);
     }
 
     float inv[2], lse[2];
@@ -334,9 +354,31 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, typename Cfg::
       store_lse(p, lse, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
     } else {
       const int64_t row = tc.m_block * Cfg::kBlockM + row0;
-      store_o<Cfg::kColMaps>(p, o, tc.b, tc.h, row, lane, p.seq_q);
+      if (o_tma()) {
+        if constexpr (Cfg::kOTma) {
+          // q_wg: this warpgroup's rows of every chunk; chunks kBlockM x 128 bytes apart.
+          store_o_smem<typename Cfg::Element>(o, q_wg, Cfg::kBlockM * 128, warp, lane);
+          ptx::fence_proxy_async_smem();  // each writer: its stores -> the TMA store's reads
+          ptx::named_sync(ptx::kBarOStore + wg, 128);
+          if (tid == 0) {  // rows past seq_q: clipped by the map
+#pragma unroll
+            for (int c = 0; c < Cfg::kChunksV; ++c)
+              ptx::tma_store_5d(tm_o, q_wg + c * (Cfg::kBlockM * 128), 0, tc.m_block * Cfg::kBlockM + wg * 64, c,
+                                tc.h, tc.b);
+            ptx::bulk_commit();
+            o_pending = q_empty;
+          } else {
+            release(q_empty);
+          }
+        }
+      } else {
+        store_o<Cfg::kColMaps>(p, o, tc.b, tc.h, row, lane, p.seq_q);
+      }
       store_lse(p, lse, tc.b, tc.h, row, lane, p.seq_q);
     }
+  }
+  if constexpr (Cfg::kOTma) {
+    if (o_pending) ptx::bulk_wait<0>();  // the last store done before the CTA's shared memory goes
   }
 }
 

@@ -10,7 +10,9 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
+#include "cuda/ptx/ldst_matrix.cuh"
 #include "cuda/sm90/params.h"
 
 namespace longattn::cuda::sm90 {
@@ -53,6 +55,37 @@ __device__ __forceinline__ void store_o(const FwdParams& p, const float (&o)[NO]
     int64_t row = row0 + 8 * half;
     if (row >= row_end) continue;
     store_o_half<kCols>(p, o, half, b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4), lane);
+  }
+}
+
+// O through shared memory (FwdParams::o_tma): this warpgroup's 64 rows of O, as T pairs, into
+// `slice` ([chunk][rows][128 B] with `chunk_bytes` between chunks, 128B-swizzled: 16-byte unit
+// u of row r sits at unit u ^ (r % 8), the layout TMA reads back). One stmatrix x4 per 16
+// columns: matrices (rows 0-7 | 8-15 of this warp) x (columns 8c | 8c + 8), whose fragments are
+// exactly the accumulator's (lane T: row T / 4, columns 2 (T % 4) + {0, 1}); lane L addresses
+// row L % 8 + 8 ((L / 8) % 2) of column group c + L / 16. The 8 rows of a matrix hit 8
+// distinct units: no bank conflicts.
+template <class T, int NO>
+__device__ __forceinline__ void store_o_smem(const float (&o)[NO], uint8_t* slice, int chunk_bytes, int warp,
+                                             int lane) {
+  auto pack = [](float a, float b) -> uint32_t {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+      return *reinterpret_cast<const uint32_t*>(&h);
+    } else {
+      const __half2 h = __floats2half2_rn(a, b);
+      return *reinterpret_cast<const uint32_t*>(&h);
+    }
+  };
+  const int r = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const uint32_t row_addr = uint32_t(__cvta_generic_to_shared(slice)) + uint32_t(r * 128);
+#pragma unroll
+  for (int c = 0; c < NO / 4; c += 2) {
+    const int g = c + (lane >> 4);  // this lane's column group (8 columns)
+    const uint32_t addr = row_addr + uint32_t((g / 8) * chunk_bytes) + uint32_t(((g % 8) ^ (r & 7)) << 4);
+    const uint32_t regs[4] = {pack(o[4 * c], o[4 * c + 1]), pack(o[4 * c + 2], o[4 * c + 3]),
+                              pack(o[4 * c + 4], o[4 * c + 5]), pack(o[4 * c + 6], o[4 * c + 7])};
+    ptx::stmatrix_x4(addr, regs);
   }
 }
 

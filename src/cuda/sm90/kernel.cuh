@@ -118,7 +118,8 @@ __device__ __forceinline__ void transposer_loop(const FwdParams& p, typename Cfg
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-               const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ FwdParams p) {
+               const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
+               const __grid_constant__ FwdParams p) {
   extern __shared__ uint8_t smem_raw[];
   typename Cfg::Smem sm{reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023))};
@@ -128,6 +129,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     ptx::prefetch_tensor_map(&tm_q);
     ptx::prefetch_tensor_map(&tm_k);
     ptx::prefetch_tensor_map(&tm_v);
+    if (Cfg::kOTma && p.o_tma) ptx::prefetch_tensor_map(&tm_o);
     for (int s = 0; s < Cfg::kQStages; ++s) {
       ptx::mbar_init(sm.q_full(s), 1);
       ptx::mbar_init(sm.q_empty(s), 4 * Cfg::kWGs);  // one arrival per consumer warp
@@ -167,7 +169,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<Cfg::kTile.consumer_regs>();
-    consumer_loop<Cfg>(p, sm, wg - 1, tid);
+    consumer_loop<Cfg>(p, &tm_o, sm, wg - 1, tid);
   }
 }
 

@@ -14,6 +14,7 @@ enum class InType : int { bf16 = 0, f16 = 1, e4m3 = 2 };
 
 struct LaunchArgs {
   CUtensorMap tm_q, tm_k, tm_v;
+  CUtensorMap tm_o;  // FwdParams::o_tma: the output, boxes of 64 rows x one 128-byte chunk
   FwdParams p;
   Kernel kernel = Kernel::dense;  // which kernel (tile_size.h); its tile is kernel_tile(kernel, ...)
   int num_sms = 132;

@@ -82,8 +82,8 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
     }
   }
   fill_schedule_constants(&p, grid);
-  kern<<<dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream>>>(a.tm_q, a.tm_k,
-                                                                              a.tm_v, p);
+  kern<<<dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream>>>(a.tm_q, a.tm_k, a.tm_v,
+                                                                              a.tm_o, p);
   cudaError_t e = cudaGetLastError();
   if (scratch) {
     const cudaError_t f = cudaFreeAsync(scratch, a.stream);

@@ -117,6 +117,11 @@ struct FwdParams {
   // epilogue stores the first o_cols columns of O (v's head dim; every call sets it).
   int32_t col_maps = 0;
   int32_t o_cols = 0;
+  // Dense kernels (not fp8): 1 when O goes out through shared memory and TMA stores (the
+  // kernel's tm_o; launch_args.h encode_out_map: 16-bit out of the input's type, 16-byte
+  // aligned, no split-KV), which frees the consumers from the global stores' drain; 0: direct
+  // stores (epilogue.cuh).
+  int32_t o_tma = 0;
 };
 
 }  // namespace longattn::cuda::sm90
