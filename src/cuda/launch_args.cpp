@@ -63,7 +63,8 @@ std::string encode_maps(const Args& a, const detail::Problem& p, const ForwardPl
 }
 
 bool encode_out_map(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::LaunchArgs* la) {
-  if (plan.kernel != sm90::Kernel::dense || p.fp8 || p.out_dtype != p.in_dtype || a.out.rank != 4) return false;
+  if (plan.kernel != sm90::Kernel::dense && plan.kernel != sm90::Kernel::feature) return false;
+  if (p.fp8 || p.out_dtype != p.in_dtype || a.out.rank != 4) return false;
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return false;
   if (reinterpret_cast<uintptr_t>(a.out.data) % 16 != 0) return false;
   for (int i = 0; i < 3; ++i)  // 8 elements = 16 bytes (a batch / head extent of 1: any stride)
@@ -71,6 +72,7 @@ bool encode_out_map(const Args& a, const detail::Problem& p, const ForwardPlan& 
   TileMapSpec mo = map_spec(a.out, p.in_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                              : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 64);
   mo.box_chunks = 1;
+  mo.col_chunks = plan.col_maps;
   return encode_tile_map(mo, &la->tm_o).empty();
 }
 

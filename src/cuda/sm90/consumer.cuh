@@ -362,9 +362,11 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
           ptx::named_sync(ptx::kBarOStore + wg, 128);
           if (tid == 0) {  // rows past seq_q: clipped by the map
 #pragma unroll
-            for (int c = 0; c < Cfg::kChunksV; ++c)
-              ptx::tma_store_5d(tm_o, q_wg + c * (Cfg::kBlockM * 128), 0, tc.m_block * Cfg::kBlockM + wg * 64, c,
-                                tc.h, tc.b);
+            for (int c = 0; c < Cfg::kChunksV; ++c) {
+              const bool cols = Cfg::kColMaps && p.col_maps;  // chunk c at column c x 64
+              ptx::tma_store_5d(tm_o, q_wg + c * (Cfg::kBlockM * 128), cols ? c * Cfg::kChunkCols : 0,
+                                tc.m_block * Cfg::kBlockM + wg * 64, cols ? 0 : c, tc.h, tc.b);
+            }
             ptx::bulk_commit();
             o_pending = q_empty;
           } else {

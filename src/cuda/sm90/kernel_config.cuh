@@ -62,9 +62,12 @@ struct KernelConfig {
   static constexpr bool kDynamic = !kFp8 && kTile.lpt_sections && kTile.consumer_wgs == 2 &&
                                    (kKind_ == Kernel::dense || kFeat) && !(kPaged && kHeadDim_ <= 64);
   // O through shared memory (its tile's Q buffer) and TMA stores where FwdParams::o_tma says
-  // so: the dense kind (exact head dims; the others keep direct stores, which clip ragged
-  // rows at their sequence's end and scatter packed rows), 16-bit, O no wider than Q.
-  static constexpr bool kOTma = kKind_ == Kernel::dense && !kFp8 && kHeadDimV_ <= kHeadDim_;
+  // so: the dense and feature kinds (the dense layout; the ragged kinds keep direct stores,
+  // which clip rows at their sequence's end and scatter packed rows), 16-bit, O no wider
+  // than Q. Column maps (narrow head dims): the O map is column-addressed too, and TMA clips
+  // the columns past v's head dim.
+  static constexpr bool kOTma =
+      (kKind_ == Kernel::dense || kKind_ == Kernel::feature) && !kFp8 && kHeadDimV_ <= kHeadDim_;
   static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
   static_assert(kBlockN % 16 == 0 && kHeadDim % kChunkCols == 0 && kHeadDimV % kChunkCols == 0,
                 "wgmma k16 steps / 128B chunks");
