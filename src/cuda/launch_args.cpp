@@ -64,6 +64,7 @@ std::string encode_maps(const Args& a, const detail::Problem& p, const ForwardPl
 
 bool encode_out_map(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::LaunchArgs* la) {
   if (plan.kernel != sm90::Kernel::dense && plan.kernel != sm90::Kernel::feature) return false;
+  if (plan.tile.q_stages < 2) return false;  // kernel_config.cuh kOTma
   if (p.fp8 || p.out_dtype != p.in_dtype || a.out.rank != 4) return false;
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return false;
   if (reinterpret_cast<uintptr_t>(a.out.data) % 16 != 0) return false;

@@ -14,7 +14,8 @@ namespace longattn::cuda {
 std::string encode_maps(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::LaunchArgs* la);
 
 // The output's tensor map for the dense kernels' TMA stores (FwdParams::o_tma; boxes of 64
-// rows x one 128-byte chunk) into la->tm_o. True when it applies: the dense or feature kind, 16-bit
+// rows x one 128-byte chunk) into la->tm_o. True when it applies: the dense or feature kind
+// with two Q buffers (KernelConfig kOTma), 16-bit
 // inputs and an output of the same type with a 16-byte aligned base and strides (TMA's
 // rule). False: the kernel stores O directly (call it after any split-KV redirect: the f32
 // partials never take it).

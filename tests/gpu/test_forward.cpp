@@ -308,6 +308,27 @@ Shape dims(Shape s, int64_t dv) { s.dim_v = dv; s.seed += 900; return s; }
 Shape usedq(Shape s, std::vector<int32_t> u);
 Shape packed(Shape s);
 
+// Several tiles per CTA (1024 tiles over 132 CTAs) at every compiled head dim, dense and
+// feature kinds: the Q buffers cycle (with TMA stores of O a buffer's last q_empty arrival
+// comes during the next tile; with one Q buffer that deadlocked, and every other test here
+// gives a CTA at most two tiles). A sample of rows is checked.
+std::vector<Shape> many_tile_cases() {
+  std::vector<Shape> v;
+  for (int64_t d : {64, 96, 128, 192, 256})
+    for (bool c : {false, true}) {
+      Shape s = S(2, 4096, 4096, 16, 4, d, c);
+      s.rows_per_head = 6;
+      v.push_back(s);
+    }
+  Shape w = win(F(2, 4096, 4096, 16, 4, 128, true), 1000, -1);
+  w.rows_per_head = 6;
+  v.push_back(w);
+  Shape k = sinks(F(2, 4096, 4096, 16, 4, 256, false));
+  k.rows_per_head = 6;
+  v.push_back(k);
+  return v;
+}
+
 std::vector<Shape> narrow_cases() {
   std::vector<Shape> v;
   for (bool c : {false, true}) v.push_back(S(2, 333, 555, 4, 2, 96, c));  // -> 128
@@ -452,6 +473,7 @@ INSTANTIATE_TEST_SUITE_P(Features, GpuForward, ::testing::ValuesIn(feature_cases
 INSTANTIATE_TEST_SUITE_P(Ragged, GpuForward, ::testing::ValuesIn(ragged_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Unread, GpuForward, ::testing::ValuesIn(unread_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(SplitDims, GpuForward, ::testing::ValuesIn(split_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(ManyTiles, GpuForward, ::testing::ValuesIn(many_tile_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(NarrowDims, GpuForward, ::testing::ValuesIn(narrow_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Dim192, GpuForward, ::testing::ValuesIn(dim192_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(LongFeatures, GpuForward, ::testing::ValuesIn(long_feature_cases()), case_name);
