@@ -163,6 +163,24 @@ TEST(TileScheduler, NonCausalSectionsOffIsHeadsFastest) {
   }
 }
 
+// A causal hdim-128 call (block 128, K+V 512 bytes per key) on 132 CTAs with the budget
+// rule's sections (H100 budget 25 MB); the grid is returned through *grid.
+struct CausalShape {
+  int64_t batch, heads, group, seq;
+};
+FwdParams causal_params(const CausalShape& sh, int64_t* grid) {
+  FwdParams p;
+  p.batch = sh.batch;
+  p.heads_q = sh.heads;
+  p.num_m_blocks = sh.seq / 128;
+  p.num_tiles = p.batch * p.heads_q * p.num_m_blocks;
+  p.causal = true;
+  p.lpt = 1;
+  *grid = std::min<int64_t>(132, p.num_tiles);
+  p.section_bh = section_pairs(true, p.batch * p.heads_q, p.num_m_blocks, *grid, sh.group, sh.seq * 512, 25 << 20);
+  return p;
+}
+
 // Dynamic assignment (scheduler.cuh DynamicTiles) hands ids in id order to whichever CTA is
 // free first. Simulated with tile cost = key blocks + 1 (Q load, epilogue): its makespan
 // against the static snake's and the ideal (total / grid), on the issue-6 shapes. This is
@@ -182,20 +200,11 @@ double dynamic_makespan(const FwdParams& p, int64_t grid, const std::vector<int6
 }
 
 TEST(TileScheduler, DynamicAssignmentModel) {
-  struct S {
-    int64_t batch, heads, group, seq;
-  };
+  using S = CausalShape;
   for (const S& sh : {S{16, 16, 1, 1024}, S{4, 16, 1, 4096}, S{1, 16, 1, 16384}, S{1, 32, 4, 8192},
                       S{1, 32, 4, 32768}, S{1, 32, 4, 131072}}) {
-    FwdParams p;
-    p.batch = sh.batch;
-    p.heads_q = sh.heads;
-    p.num_m_blocks = sh.seq / 128;
-    p.num_tiles = p.batch * p.heads_q * p.num_m_blocks;
-    p.causal = true;
-    p.lpt = 1;
-    const int64_t grid = std::min<int64_t>(132, p.num_tiles);
-    p.section_bh = section_pairs(true, p.batch * p.heads_q, p.num_m_blocks, grid, sh.group, sh.seq * 512, 25 << 20);
+    int64_t grid = 0;
+    FwdParams p = causal_params(sh, &grid);
     fill_schedule_constants(&p, grid);
     std::vector<int64_t> cost(size_t(p.num_tiles));
     int64_t total = 0;
@@ -228,20 +237,11 @@ TEST(TileScheduler, DynamicAssignmentModel) {
 // section; the former rule's 17-pair sections at 2k x 8 x 16 heads modeled 1.14 (ncu: the
 // SMs were active 87% of the kernel).
 TEST(TileScheduler, ShortCausalPromptsBalanced) {
-  struct S {
-    int64_t batch, heads, group, seq;
-  };
+  using S = CausalShape;
   for (const S& sh : {S{16, 16, 1, 1024}, S{8, 16, 1, 2048}, S{4, 32, 1, 2048}, S{4, 16, 1, 4096},
                       S{2, 16, 1, 8192}, S{1, 16, 1, 16384}, S{1, 32, 4, 32768}, S{8, 32, 8, 2048}}) {
-    FwdParams p;
-    p.batch = sh.batch;
-    p.heads_q = sh.heads;
-    p.num_m_blocks = sh.seq / 128;
-    p.num_tiles = p.batch * p.heads_q * p.num_m_blocks;
-    p.causal = true;
-    p.lpt = 1;
-    const int64_t grid = std::min<int64_t>(132, p.num_tiles);
-    p.section_bh = section_pairs(true, p.batch * p.heads_q, p.num_m_blocks, grid, sh.group, sh.seq * 512, 25 << 20);
+    int64_t grid = 0;
+    FwdParams p = causal_params(sh, &grid);
     EXPECT_EQ(p.section_bh % std::min<int64_t>(sh.group, p.section_bh), 0) << "a kv head's query heads split";
     fill_schedule_constants(&p, grid);
     int64_t total = 0, end = 0;
