@@ -67,7 +67,7 @@ struct KernelConfig {
   // than Q. Column maps (narrow head dims): the O map is column-addressed too, and TMA clips
   // the columns past v's head dim. Two Q buffers: the last arrival on a buffer's q_empty
   // comes during the next tile (consumer.cuh settle_o), so with one buffer the next tile's Q
-  // could never load (hdim 192 / 256: their benchmark calls hung, session 9).
+  // could never load (a CTA's second tile deadlocked).
   static constexpr bool kOTma = (kKind_ == Kernel::dense || kKind_ == Kernel::feature) && !kFp8 &&
                                 kHeadDimV_ <= kHeadDim_ && kTile.q_stages >= 2;
   static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");

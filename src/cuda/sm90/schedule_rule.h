@@ -63,16 +63,14 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
   if (fit * m_blocks >= 16 * grid) return std::max(fit, one_round);
   // Few rounds. A section's tiles past its last even round go, cheapest, to the same low CTAs
   // in every section (the snake restarts at CTA 0), so an excess accumulates over the
-  // sections: 17 pairs of 16 q-blocks (272 tiles = 2 x 132 + 8) left CTAs 0..7 with 8% more
-  // work than the mean at causal 2k x 8 x 16 heads (ncu: SMs active 87% of the kernel), while
-  // a section a little short of an even round count costs nothing (CTAs 0..e-1 get less).
+  // sections (17 pairs of 16 q-blocks: 272 tiles = 2 x 132 + 8, and CTAs 0..7 got 8% more
+  // work than the mean over the 8 sections of causal 2k x 8 x 16 heads), while a section a
+  // little short of an even round count costs nothing (CTAs 0..e-1 get less).
   // So: first the largest s <= fit whose tiles are exactly an even number of rounds, else
   // the largest such s <= 1.5 x fit (the budget is half the L2, so the other half still holds
   // some of it); then the largest s <= fit at most half a pair's tiles short of one; whole kv
-  // heads where s >= group. Measured (H100, 2026-11-25, against the former rule in one run):
-  // causal 2k x 8 x 16 heads, 33 pairs (1.32 x fit) instead of 17: 1.076x; causal 1k x 16 x
-  // 16 heads, 66 pairs (1.32 x fit, 4 rounds) instead of 33 (<= fit, 2 rounds): 0.93x, so
-  // past the budget only where nothing within it is exact.
+  // heads where s >= group. Past the budget only where nothing within it is exact: an exact
+  // section past it lost to an exact one within it (docs/PERFORMANCE.md, session 9).
   const int64_t two = 2 * grid;
   for (const int64_t cap : {fit, fit + fit / 2}) {
     for (int64_t s = std::min(pairs, cap); s >= 1; --s) {
