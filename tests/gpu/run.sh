@@ -36,6 +36,8 @@
 #             $OUT/ncu_details.txt, longattn's per-SASS-instruction samples (first shape) in $OUT/ncu_source.csv.gz
 #   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
 #             shipped rules and overrides sections=0
+# STAGE_TIMEOUT (env, seconds, default 420): the limit of each stage's command (a hang ends
+# that stage with rc 124 and the next stage runs).
 # BENCH_ARGS (env) are added to every benchmark stage, split at spaces (e.g. "--dtype f16",
 # "--quick", "--rounds 5", "--match d128.b16", with features "--match paged" for the paged
 # rows alone, "--match GQA", "--match ragged"). FA3 is a column when .fa3/libdew_flash_attn3.so exists
@@ -116,8 +118,11 @@ run() {  # name, command...: output to $LOGS/name.log and appended to $OUT/logs.
   local t0
   t0=$(date +%s)
   echo "===== $name: $* =====" >>"$LOG"
-  "$@" 2>&1 | tee "$LOGS/$name.log" >>"$LOG"
+  # A hung kernel must not take the rest of the call with it: each stage gets STAGE_TIMEOUT
+  # seconds (rc 124 = timed out; the stages after it still run).
+  timeout -k 10 "${STAGE_TIMEOUT:-420}" "$@" 2>&1 | tee "$LOGS/$name.log" >>"$LOG"
   local rc=${PIPESTATUS[0]}
+  [ "$rc" = 124 ] && echo "$name: TIMED OUT after ${STAGE_TIMEOUT:-420} s (a hang?)" | tee -a "$SUM" >>"$LOG"
   RES[$name]="rc=$rc $(( $(date +%s) - t0 ))s"
   echo "===== $name: ${RES[$name]} =====" >>"$LOG"
   echo "$name: ${RES[$name]}" >>"$SUM"
