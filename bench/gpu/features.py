@@ -80,6 +80,9 @@ def ragged_row(ctx, causal, n=64, lo=100, hi=8192, h=16, d=128, seed=11):
     row.add("FA3 varlen", lambda: fa3_varlen_impl(ctx.need_fa3(), c, q, k, v, cu, ml))
     for name, spec in (("longattn", ""), ("tile_list=off", "tile_list=off"), ("dynamic=off", "dynamic=off")):
         row.add(name, lambda spec=spec: la_impl(la, lambda i: la.ragged(q, k, v, o, cu, ml, causal), o, spec))
+    if ctx.base:  # --baseline: the earlier build on the same inputs (A/B of the ragged kernel)
+        ob = torch.empty_like(q)
+        row.add("baseline", lambda: la_impl(ctx.base, lambda i: ctx.base.ragged(q, k, v, ob, cu, ml, causal), ob))
     return row
 
 
