@@ -51,9 +51,9 @@ def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default="", help="liblongattn_capi.so (default: build-gpu/bench/gpu/liblongattn_capi.so)")
     ap.add_argument("--fa3", default="", metavar="DIR", help="folder holding libdew_flash_attn3.so (fetch_fa3.sh)")
-    ap.add_argument("--baseline", default="", metavar="LIB",
-                    help="a second liblongattn_capi.so (e.g. built from an earlier commit): a 'baseline' column "
-                         "beside longattn in the dense suites, interleaved with it")
+    ap.add_argument("--baseline", action="append", default=[], metavar="LIB",
+                    help="another liblongattn_capi.so (e.g. built from an earlier commit): a 'baseline' column "
+                         "beside longattn in the dense suites, interleaved with it; repeated: 'baseline2', ...")
     ap.add_argument("--out", default=".", help="folder for bench.json and tables.md")
     ap.add_argument("--dtype", choices=("bf16", "f16"), default="bf16", help="inputs of the bf16/f16 suites")
     for s in SUITES:
@@ -182,13 +182,16 @@ def main(argv=None):
     import features
     import suites
     ctx = suites.Ctx(args, la, la_why, fa3, fa3_why, l2)
-    if args.baseline:
+    for i, path in enumerate(args.baseline):
         from capi import LongAttn
+        name = "baseline" if i == 0 else f"baseline{i + 1}"
         try:
-            ctx.base = LongAttn(args.baseline)
-            ctx.base.set_overrides("")
+            lib = LongAttn(path)
+            lib.set_overrides("")
+            ctx.bases.append((name, lib))
         except Exception as e:  # noqa: BLE001
-            print(f"baseline {args.baseline}: not loaded ({type(e).__name__}: {str(e)[:200]})", flush=True)
+            print(f"{name} {path}: not loaded ({type(e).__name__}: {str(e)[:200]})", flush=True)
+    ctx.base = ctx.bases[0][1] if ctx.bases else None
     wanted = [s for s in SUITES if getattr(args, s)] or ["headline"]
     os.makedirs(args.out, exist_ok=True)
     jpath, tpath = os.path.join(args.out, "bench.json"), os.path.join(args.out, "tables.md")

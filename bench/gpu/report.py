@@ -10,6 +10,9 @@ import os
 WRONG = 0.05  # max |diff| of a bf16/f16 output above which a row is flagged (random N(0,1) inputs)
 
 
+# --baseline columns (bench.py: the first is "baseline", later ones numbered).
+BASELINES = ("baseline", "baseline2", "baseline3", "baseline4")
+
 def num(x, spec=".0f"):
     """x formatted, or 'n/a' when absent or NaN."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -123,7 +126,7 @@ def _case(r):
 
 def peer_table(rows, peers=("FA3", "cuDNN"), key="tflops", title=""):
     """Headline / long: TFLOP/s of each peer and longattn, ratios, longattn's max |diff|."""
-    peers = tuple(peers) + (("baseline",) if any(get(r, "baseline", key) for r in rows) else ())
+    peers = tuple(peers) + tuple(b for b in BASELINES if any(get(r, b, key) for r in rows))
     hdr = ["hdim", "shape", "mask"] + list(peers) + ["longattn"] + [f"longattn/{p}" for p in peers] + ["max abs diff", "notes"]
     body = []
     for r in rows:
@@ -175,8 +178,8 @@ def window_table(rows):
 
 
 def fp8_table(rows):
-    cols = ("longattn fp8", "cuDNN fp8", "longattn bf16", "FA3 bf16") + (
-        ("baseline fp8",) if any(get(r, "baseline fp8", "tflops") for r in rows) else ())
+    cols = ("longattn fp8", "cuDNN fp8", "longattn bf16", "FA3 bf16") + tuple(
+        f"{b} fp8" for b in BASELINES if any(get(r, f"{b} fp8", "tflops") for r in rows))
     hdr = ["hdim", "shape", "mask"] + list(cols) + ["la fp8/cuDNN fp8", "la fp8/la bf16", "la fp8/FA3 bf16"] \
         + [f"err {c}" for c in cols]
     body = []

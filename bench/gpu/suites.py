@@ -19,6 +19,7 @@ class Ctx:
         self.cfg, self.la, self.la_why, self.fa3, self.fa3_why, self.l2 = cfg, la, la_why, fa3, fa3_why, l2
         self._cf8, self._cf8_why = None, None
         self.base = None  # --baseline: a second capi library (an earlier build) for A/B
+        self.bases = []  # every --baseline: (column name, library)
 
     def need_fa3(self):
         if self.fa3 is None:
@@ -70,8 +71,8 @@ def dense_row(ctx, c, *, rotate=False, wall=False, variants=(), peers=("FA3", "c
     if "cuDNN" in peers:
         row.add("cuDNN", lambda: sdpa_impl(c, sets))
     row.add("longattn", lambda: capi_impl(ctx.need_la(), c, sets))
-    if ctx.base is not None:
-        row.add("baseline", lambda: capi_impl(ctx.base, c, sets))
+    for name, lib in ctx.bases:
+        row.add(name, lambda lib=lib: capi_impl(lib, c, sets))
     for lab, spec in variants:
         row.add(lab, lambda spec=spec: capi_impl(ctx.need_la(), c, sets, spec=spec))
     if wall:
@@ -110,8 +111,8 @@ def fp8_row(ctx, c, seed=3):
     row = Row(label(c), c)
     row.error_of = lambda o: row_error(o, rows, ref)
     row.add("longattn fp8", lambda: longattn_fp8_impl(ctx.need_la(), c, s))
-    if ctx.base is not None:
-        row.add("baseline fp8", lambda: longattn_fp8_impl(ctx.base, c, s))
+    for name, lib in ctx.bases:
+        row.add(f"{name} fp8", lambda lib=lib: longattn_fp8_impl(lib, c, s))
     row.add("cuDNN fp8", lambda: ctx.cudnn_fp8().impl(c, s, ref.abs().max().item()))
     cb = c.with_(dtype="bf16")
     sets = [SimpleNamespace(q=s.q, k=s.k, v=s.v, o=torch.empty_like(s.q))]

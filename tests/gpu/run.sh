@@ -71,6 +71,18 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   fi
 fi
 
+# Baselines for A/B: earlier (or variant) trees in .old/, .old2/, .old3/ (git archives, carried)
+# build their own capi libraries, in the background beside the main build (one tree's kernel
+# units do not fill 16 cores); every dense benchmark row then has a 'baseline' column (then
+# 'baseline2', ...) interleaved with longattn.
+OLDS=""
+for OLD in .old .old2 .old3; do
+  [ -f $OLD/CMakeLists.txt ] || continue
+  OLDS="$OLDS $OLD"
+  (cmake -S $OLD -B build$OLD -G Ninja -DCMAKE_BUILD_TYPE=Release -DLONGATTN_TOOLS=OFF &&
+     cmake --build build$OLD -j16 --target longattn_capi) >"$LOGS/cmake$OLD.log" 2>&1 &
+done
+
 if [ -z "$BIN" ]; then
   CM=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLONGATTN_TOOLS=OFF)
   if ! cmake "${CM[@]}" -DLONGATTN_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)" >"$LOGS/cmake.log" 2>&1; then
@@ -98,17 +110,16 @@ else
 fi
 FA3ARG=""
 [ -f .fa3/libdew_flash_attn3.so ] && FA3ARG="--fa3 .fa3"
-# A baseline for A/B: an earlier tree in .old/ (git archive of a commit, carried) builds its own
-# capi library; every dense benchmark row then has a 'baseline' column interleaved with longattn.
-if [ -f .old/CMakeLists.txt ]; then
-  if cmake -S .old -B build-old -G Ninja -DCMAKE_BUILD_TYPE=Release -DLONGATTN_TOOLS=OFF >"$LOGS/cmake_old.log" 2>&1 &&
-     cmake --build build-old -j16 --target longattn_capi >>"$LOGS/cmake_old.log" 2>&1; then
-    FA3ARG="$FA3ARG --baseline build-old/bench/gpu/liblongattn_capi.so"
-    say "baseline: .old ($(cat .old/COMMIT 2>/dev/null))"
+# The baselines' builds (started above, in the background) have finished: their libraries.
+wait
+for OLD in $OLDS; do
+  if [ -f build$OLD/bench/gpu/liblongattn_capi.so ] && ! grep -q "FAILED" "$LOGS/cmake$OLD.log"; then
+    FA3ARG="$FA3ARG --baseline build$OLD/bench/gpu/liblongattn_capi.so"
+    say "baseline: $OLD ($(cat $OLD/COMMIT 2>/dev/null))"
   else
-    say "baseline build failed: $(grep -m1 -E 'error|FAILED' "$LOGS/cmake_old.log")"
+    say "baseline $OLD build failed: $(grep -m1 -E 'error|FAILED' "$LOGS/cmake$OLD.log")"
   fi
-fi
+done
 [ -z "$FA3ARG" ] && say "no .fa3/libdew_flash_attn3.so: FA3 columns are n/a (carry .fa3)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee -a "$SUM"
 
