@@ -29,6 +29,8 @@
 #   pytest    the Python package's GPU tests (pytest -m gpu tests/python)
 #   host      bench/gpu/host_overhead.py: host time per call through Python, eager and
 #             torch.compile'd (issue 16; needs the Python extension)
+#   cpmulti   tests/gpu/cp_multi_gpu.py under torchrun, one rank per GPU of the host (NCCL): every
+#             rank's output / LSE vs float64, time per call of both methods vs one GPU (issue 18)
 #   cp        tests/gpu/cp_one_gpu.py: context parallelism's per-rank kernels, W ranks simulated
 #             in one process, split overhead (issue 18; needs the Python extension)
 #   ncutile   ncu --set full of longattn's and FA3's kernels (NCU_SHAPES: once.py flag lists
@@ -202,6 +204,10 @@ for st in $STAGES; do
     cp)
       run cp_one_gpu python3 tests/gpu/cp_one_gpu.py
       grep -E "FAIL|^\(c\)|overhead|passed|failed" "$LOGS/cp_one_gpu.log" | head -20 | tee -a "$SUM" ;;
+    cpmulti)
+      # every GPU of the host, one rank each (NCCL); CP_ARGS (env) go to the script
+      run cp_multi_gpu torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" tests/gpu/cp_multi_gpu.py ${CP_ARGS:-}
+      grep -E "^W=|FAIL|^\| [0-9]|passed|FAILED" "$LOGS/cp_multi_gpu.log" | head -40 | tee -a "$SUM" ;;
     ncutile)
       # NCU_SHAPES: once.py flag lists separated by '|'; the source samples are the first shape's.
       : >"$LOGS/ncutile.log"
