@@ -14,6 +14,7 @@
 #include "common/problem.h"
 #include "cuda/device_guard.h"
 #include "cuda/fp8_upcast.h"
+#include "cuda/paged_gather.h"
 #include "cuda/kvcache_prepass.h"
 #include "cuda/launch_args.h"
 #include "cuda/plan.h"
@@ -75,10 +76,6 @@ Status check_supported(const Args& a, const Problem& p) {
   const bool upcast = p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), int(dv0), true).qk == 0;
   const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(dv0), p.fp8 && !upcast);
   if (kd.qk == 0 || p.dim_v > 512) return not_yet("head dims " + dims + " (q / k up to 256, v up to 512)");
-  // The hdim-256 paged kernel has no column-addressed maps (kernel_config.cuh kColMaps).
-  const bool narrow = kd.qk != p.dim_qk || kd.v != dv0 || (dv1 > 0 && kd.v != dv1);
-  if (p.kv == KvLayout::paged && kd.qk == 256 && narrow)
-    return not_yet("page_table (paged K/V) with head dims " + dims + " (paged: up to 192 / 128, or 256 / 256)");
   if (p.out_dtype != DType::bf16 && p.out_dtype != DType::f16 && p.out_dtype != DType::f32)
     return not_yet(std::string("out dtype ") + dtype_name(p.out_dtype));
   if (p.device.kind != DeviceKind::cuda) return Status::Invalid("q: must be a CUDA tensor for the CUDA backend");
@@ -183,6 +180,53 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
   }
   const cudaError_t f = cudaFreeAsync(scratch, stream);
   return !s.ok() || f == cudaSuccess ? s : cuda_error("fp8 upcast scratch", f);
+}
+
+// Paged K/V whose head dims run on the hdim-256 kernel without being 256 / 256: its paged kind
+// has no column-addressed maps (kernel_config.cuh kColMaps), its dense kinds do. (fp8 above 128
+// runs on the 16-bit kernels after the upcast, which then comes here.)
+bool needs_page_gather(const Problem& p) {
+  if (p.kv != KvLayout::paged || p.fp8) return false;
+  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), false);
+  return kd.qk == 256 && (p.dim_qk != 256 || p.dim_v != 256);
+}
+
+// The pages each sequence reads gathered into dense (batch, max_seq_k, heads_kv, dim) copies
+// (paged_gather.h), then the dense call with the same seqused_k. Stream-ordered scratch, freed
+// after the forward.
+Status paged_gather_forward(const Args& a, const Problem& p, const Overrides& ov) {
+  cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
+  const int64_t es = dtype_size(a.k.dtype), keys = p.max_seq_k, hk = a.k.shape[2];
+  const int64_t nk = p.batch * keys * hk * p.dim_qk * es, nv = p.batch * keys * hk * p.dim_v * es;
+  char* scratch = nullptr;
+  if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), size_t(nk + nv), stream); e != cudaSuccess)
+    return cuda_error("paged gather scratch", e);
+  Args b = a;
+  auto dense = [&](const Tensor& pool, char* dst, int64_t dim) {
+    Tensor t = pool;
+    t.data = dst;
+    t.rank = 4;
+    const int64_t shape[4] = {p.batch, keys, hk, dim};
+    int64_t st = 1;
+    for (int i = 3; i >= 0; --i) {
+      t.shape[i] = shape[i];
+      t.stride[i] = st;
+      st *= shape[i];
+    }
+    return t;
+  };
+  b.k = dense(a.k, scratch, p.dim_qk);
+  b.v = dense(a.v, scratch + nk, p.dim_v);  // nk: a multiple of 16 bytes (dim x element size is)
+  b.page_table = Tensor{};
+  b.max_seqlen_k = keys;
+  cudaError_t e = cuda::launch_gather_pages(a.k, a.page_table, a.seqused_k, p.batch, keys, b.k.data, stream);
+  if (e == cudaSuccess) e = cuda::launch_gather_pages(a.v, a.page_table, a.seqused_k, p.batch, keys, b.v.data, stream);
+  Status s = e == cudaSuccess ? Status::Ok() : cuda_error("paged gather", e);
+  Problem pb;
+  if (s.ok()) s = build_problem(b, &pb);
+  if (s.ok()) s = cuda_forward(b, pb, ov);
+  const cudaError_t f = cudaFreeAsync(scratch, stream);
+  return !s.ok() || f == cudaSuccess ? s : cuda_error("paged gather scratch", f);
 }
 
 // v head dim above 256 (FA3's q / k 64 with v 512): the call once per column slice of v and
@@ -294,6 +338,10 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   if (p.max_seq_k == 0) {  // no keys: out 0, lse -inf (or the sink), on the rows seqused_q uses
     cudaError_t e = cuda::launch_fill_empty(a.out, a.lse, a.sinks, a.cu_seqlens_q, a.seqused_q, stream);
     return e == cudaSuccess ? Status::Ok() : cuda_error("fill", e);
+  }
+  if (needs_page_gather(p)) {
+    if (a.check_page_table && !p.meta_on_host) LONGATTN_TRY(check_pages(a, p, stream));
+    return paged_gather_forward(a, p, ov);
   }
 
   int l2 = 0;

@@ -128,7 +128,22 @@ std::vector<CaseSpec> paged_cases() {
     }
     s = P(2, 150, 500, 4, 2, 40, 256, true, true, 71);
     v.push_back(s);
-    s = P(2, 100, 300, 4, 2, 200, 64, true, true, 72);  // refused (the hdim-256 paged kernel)
+    // Head dims on the hdim-256 kernel other than 256 / 256: the pages gathered into dense
+    // copies (paged_gather.h), with and without seqused_k, ragged q, odd pages, features.
+    s = P(2, 100, 300, 4, 2, 200, 64, true, true, 72);
+    v.push_back(s);
+    s = P(3, 150, 333, 4, 2, 64, 16, true, false, 73);  // FA3's 64 / 256
+    s.dim_v = 256;
+    v.push_back(s);
+    s = P(4, 200, 500, 4, 2, 224, 3, true, true, 74);
+    s.ragged_q = true;
+    v.push_back(s);
+    s = P(2, 260, 700, 4, 1, 232, 48, true, true, 75);  // f16 -> f32, sinks, softcap, window
+    s.dtype = DType::f16;
+    s.out_dtype = DType::f32;
+    s.sinks = true;
+    s.softcap = 15.f;
+    s.mask.window_left = 200;
     v.push_back(s);
     // seqused_q (issue 16): dense q (rows past it keep their poison) and ragged q; chunk with
     // a window.
@@ -166,14 +181,8 @@ void check_paged(const CaseSpec& s, const detail::Overrides& ov = {}) {
   Status st = detail::forward_with(d.args, ov);
   const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(s.dim_qk), int(s.dim_v), false);
   const int block_n = cuda::sm90::paged_tile(kd.qk, kd.v).block_n;
-  if (kd.qk == 256 && (s.dim_qk != 256 || s.dim_v != 256)) {  // no narrow dims on the hdim-256 paged kernel
-    EXPECT_EQ(st.code(), Status::Code::not_supported) << st.message();
-    EXPECT_NE(st.message().find("page_table"), std::string::npos) << st.message();
-    d.download(c.out, d.args.out);
-    EXPECT_EQ(testing::count_nan(c.out), c.out.t.numel()) << "out written for refused head dims";
-    return;
-  }
-  if (cuda::sm90::box_shift_for(s.page_size, block_n) < cuda::sm90::kMinBoxShift) {
+  const bool gathered = kd.qk == 256 && (s.dim_qk != 256 || s.dim_v != 256);  // dense copies: any page size
+  if (!gathered && cuda::sm90::box_shift_for(s.page_size, block_n) < cuda::sm90::kMinBoxShift) {
     // Page sizes the build refuses (page_math.h kMinBoxShift): named, nothing written.
     EXPECT_EQ(st.code(), Status::Code::not_supported) << st.message();
     EXPECT_NE(st.message().find("page_table"), std::string::npos) << st.message();
