@@ -116,6 +116,36 @@ def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqle
     return (out, lse) if return_lse else out
 
 
+Tensor = torch.Tensor
+
+
+def dense_eager(q, k, v, causal, window, softmax_scale, softcap, attention_chunk, return_lse, backend, num_threads):
+    """flash_attn_func's common eager call in one step: torch tensors (the caller checked q, k, v
+    are plain torch.Tensor), no out / sinks / descales. Returns None where it does not apply
+    (tracing, fp8, an input that requires grad, a dtype the general path names in its error),
+    else what flash_attn_func returns. It skips run()'s and _forward()'s general argument
+    handling, about a third of a small call's host time on a slow host
+    (bench/gpu/host_breakdown.py)."""
+    dt = q.dtype
+    if (dt not in _DTYPE_NAMES or _is_compiling()
+            or (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))):
+        return None
+    qs = q.shape
+    if v.shape[-1] == qs[-1]:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    else:
+        out = torch.empty((*qs[:-1], v.shape[-1]), dtype=dt, device=q.device)
+    t = {"q": _desc("q", q), "k": _desc("k", k), "v": _desc("v", v), "out": _desc("out", out)}
+    lse = None
+    if return_lse:
+        lse = torch.empty((qs[0], qs[2], qs[1]) if len(qs) >= 3 else (0,), dtype=torch.float32, device=q.device)
+        t["lse"] = _desc("lse", lse)
+    _ext.forward(t, None if softmax_scale is None else float(softmax_scale), float(softcap or 0.0), bool(causal),
+                 False, int(window[0]), int(window[1]), int(attention_chunk or 0), 0, 0, backend, _stream(q),
+                 int(num_threads), False, True)
+    return (out, lse) if return_lse else out
+
+
 # ---------------------------------------------------------------- the ops' bodies and fakes
 
 def _fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, max_seqlen_q, max_seqlen_k,
@@ -305,7 +335,6 @@ def run(q, k, v, *, return_lse, out, cu_seqlens_q, cu_seqlens_k, seqused_q, sequ
     serving inputs of flash_attn_with_kvcache (longattn::fwd_kvcache)."""
     if seqused_k is not None and not isinstance(seqused_k, torch.Tensor):  # cache_seqlens: int
         seqused_k = torch.full((_batch(q, cu_seqlens_q),), int(seqused_k), dtype=torch.int32, device=k.device)
-    Tensor = torch.Tensor
     if not (isinstance(k, Tensor) and isinstance(v, Tensor) and (out is None or isinstance(out, Tensor))
             and (cu_seqlens_q is None or isinstance(cu_seqlens_q, Tensor))
             and (cu_seqlens_k is None or isinstance(cu_seqlens_k, Tensor))

@@ -5,6 +5,10 @@
 
 namespace longattn::cuda {
 
+// cudaDeviceGetAttribute, remembered per device for the SM count and the L2 size (device.cpp);
+// `fallback` when the query fails.
+int device_attribute(cudaDeviceAttr attr, int ordinal, int fallback);
+
 class DeviceGuard {
  public:
   explicit DeviceGuard(int ordinal) {
@@ -18,11 +22,7 @@ class DeviceGuard {
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
   bool ok() const { return ok_; }
-  int num_sms() const {
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev_) != cudaSuccess || n <= 0) n = 132;
-    return n;
-  }
+  int num_sms() const { return device_attribute(cudaDevAttrMultiProcessorCount, dev_, 132); }
 
  private:
   int prev_ = -1, dev_ = 0;

@@ -344,8 +344,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
     return paged_gather_forward(a, p, ov);
   }
 
-  int l2 = 0;
-  if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, p.device.ordinal) != cudaSuccess || l2 <= 0) l2 = 50 << 20;
+  const int l2 = cuda::device_attribute(cudaDevAttrL2CacheSize, p.device.ordinal, 50 << 20);
   cuda::ForwardPlan plan;
   LONGATTN_TRY(cuda::plan_forward(a, p, ov, guard.num_sms(), l2, &plan));
   if (p.kv == KvLayout::paged && a.check_page_table && !p.meta_on_host) LONGATTN_TRY(check_pages(a, p, stream));
