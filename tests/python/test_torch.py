@@ -309,3 +309,46 @@ def test_cuda_fa3_semantics():
         alone = longattn.flash_attn_func(q[None, s:s + n], kv[None, s:e], kv[None, s:e], causal=True)
         torch.testing.assert_close(out[s:s + n], alone[0], atol=2e-2, rtol=0)
     assert out[60:100].isnan().all() and out[300:].isnan().all()
+
+
+@pytest.mark.parametrize("case", ["plain", "lse", "dim_v", "window", "scale_cap_chunk", "grad", "f32"])
+def test_eager_fast_path_equals_general_path(case, monkeypatch):
+    """flash_attn_func's one-step eager call (torch_ops.dense_eager) returns what the registered
+    op returns on the same inputs, bit for bit; where it does not apply (an input that requires
+    grad) the general path runs."""
+    from longattn import flash_attn_interface as fai
+    from longattn import torch_ops
+
+    gen = torch.Generator().manual_seed(hash(case) % 1000)
+    dt = torch.float32 if case == "f32" else torch.bfloat16
+    dv = 48 if case == "dim_v" else 32
+    q = t_randn((2, 37, 4, 32), dt, "cpu", gen)
+    k = t_randn((2, 53, 2, 32), dt, "cpu", gen)
+    v = t_randn((2, 53, 2, dv), dt, "cpu", gen)
+    kw = dict(causal=case != "scale_cap_chunk")
+    if case == "window":
+        kw["window_size"] = (9, 3)
+    if case == "scale_cap_chunk":
+        kw.update(softmax_scale=0.3, softcap=5.0, attention_chunk=16)
+    if case == "grad":
+        q.requires_grad_(True)
+    fai.flash_attn_func(q, k, v)  # the first call imports torch_ops (the general path)
+    calls = []
+    real = torch_ops.dense_eager
+    monkeypatch.setattr(torch_ops, "dense_eager", lambda *a: calls.append(1) or real(*a))
+    o, lse = fai.flash_attn_func(q, k, v, return_attn_probs=True, **kw)
+    o1 = fai.flash_attn_func(q, k, v, **kw)
+    assert len(calls) == 2
+    wl, wr = kw.get("window_size", (-1, -1))
+    if kw["causal"]:
+        wr = -1
+    with torch.no_grad():
+        ro, rlse = torch.ops.longattn.fwd(q.detach(), k, v, None, None, None, None, None, 0, 0, None, None, None, None,
+                                           kw.get("softmax_scale"), kw.get("softcap", 0.0), kw["causal"], wl, wr,
+                                           kw.get("attention_chunk", 0), "auto", 0)
+    assert o.shape == (2, 37, 4, dv) and o.dtype == dt and lse.shape == (2, 4, 37)
+    assert torch.equal(o.detach(), ro) and torch.equal(o1.detach(), ro) and torch.equal(lse.detach(), rlse)
+    if case == "grad":
+        assert o.requires_grad  # through the op, whose backward raises
+        with pytest.raises(NotImplementedError, match="forward-only"):
+            o.sum().backward()
