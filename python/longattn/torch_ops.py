@@ -122,12 +122,12 @@ Tensor = torch.Tensor
 def dense_eager(q, k, v, causal, window, softmax_scale, softcap, attention_chunk, return_lse, backend, num_threads):
     """flash_attn_func's common eager call in one step: torch tensors (the caller checked q, k, v
     are plain torch.Tensor), no out / sinks / descales. Returns None where it does not apply
-    (tracing, fp8, an input that requires grad, a dtype the general path names in its error),
-    else what flash_attn_func returns. It skips run()'s and _forward()'s general argument
-    handling, about a third of a small call's host time on a slow host
+    (tracing, fp8, an input that requires grad, a dtype or rank the general path names in its
+    error), else what flash_attn_func returns. It skips run()'s and _forward()'s general
+    argument handling, about a third of a small call's host time on a slow host
     (bench/gpu/host_breakdown.py)."""
     dt = q.dtype
-    if (dt not in _DTYPE_NAMES or _is_compiling()
+    if (dt not in _DTYPE_NAMES or q.dim() != 4 or v.dim() != 4 or _is_compiling()
             or (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))):
         return None
     qs = q.shape

@@ -147,6 +147,7 @@ struct Slot {
 template <size_t N>
 void fill_tensors(const nb::dict& t, const Slot (&slots)[N]) {
   for (auto [key, value] : t) {
+    if (!nb::isinstance<nb::str>(key)) raise(PyExc_TypeError, "tensor arguments: keys must be names (str)");
     const char* k = nb::borrow<nb::str>(key).c_str();
     const Slot* hit = nullptr;
     for (const Slot& s : slots)

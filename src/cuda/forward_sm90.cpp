@@ -183,49 +183,87 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
 }
 
 // Paged K/V whose head dims run on the hdim-256 kernel without being 256 / 256: its paged kind
-// has no column-addressed maps (kernel_config.cuh kColMaps), its dense kinds do. (fp8 above 128
-// runs on the 16-bit kernels after the upcast, which then comes here.)
+// has no column-addressed maps (kernel_config.cuh kColMaps), its dense kinds do. Decided on
+// the whole call, before the v split (v above 256: one gather of K and all of V). fp8 above 128
+// runs on the 16-bit kernels after the upcast, which then comes here.
 bool needs_page_gather(const Problem& p) {
   if (p.kv != KvLayout::paged || p.fp8) return false;
-  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), false);
+  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(v_slice(p.dim_v)), false);
   return kd.qk == 256 && (p.dim_qk != 256 || p.dim_v != 256);
 }
 
-// The pages each sequence reads gathered into dense (batch, max_seq_k, heads_kv, dim) copies
-// (paged_gather.h), then the dense call with the same seqused_k. Stream-ordered scratch, freed
-// after the forward.
+// The pages each sequence reads, gathered into dense (batch, max_seq_k, heads_kv, dim) copies
+// (paged_gather.h) for the dense call with the same seqused_k. prepare() allocates the
+// stream-ordered scratch and builds and checks the dense call's arguments, so that a kvcache
+// call can fail before its append writes the cache; run() gathers (after the append) and
+// computes. The scratch holds max_seq_k keys per sequence: the caller's max_seqlen_k where it
+// gives a tighter one, else the page table's capacity (max_pages x page_size). A sequence whose
+// seqused_k exceeds the promised max_seqlen_k reads zeros past it (the paged kernel would read
+// its pages): the promise is the caller's.
+struct PageGather {
+  char* scratch = nullptr;
+  Args dense;
+  Problem problem;
+
+  Status prepare(const Args& a, const Problem& p, cudaStream_t stream) {
+    const int64_t es = dtype_size(a.k.dtype), keys = p.max_seq_k, hk = a.k.shape[2];
+    int64_t rows = 0, nk = 0, nv = 0;  // 64-bit products checked: a wrap would under-allocate
+    if (__builtin_mul_overflow(p.batch, keys, &rows) || __builtin_mul_overflow(rows, hk * es, &rows) ||
+        __builtin_mul_overflow(rows, p.dim_qk, &nk) || __builtin_mul_overflow(rows, p.dim_v, &nv) ||
+        nk > INT64_MAX - nv)
+      return Status::NotSupported("page_table: dense copies of the pages (head dims " + std::to_string(p.dim_qk) +
+                                  " / " + std::to_string(p.dim_v) + ") beyond 2^63 bytes");
+    if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), size_t(nk + nv), stream); e != cudaSuccess) {
+      cudaGetLastError();
+      scratch = nullptr;
+      return cuda_error("paged K/V copies for head dims the paged kernels do not serve", e);
+    }
+    dense = a;
+    auto view = [&](const Tensor& pool, char* dst, int64_t dim) {
+      Tensor t = pool;
+      t.data = dst;
+      t.rank = 4;
+      const int64_t shape[4] = {p.batch, keys, hk, dim};
+      int64_t st = 1;
+      for (int i = 3; i >= 0; --i) {
+        t.shape[i] = shape[i];
+        t.stride[i] = st;
+        st *= shape[i];
+      }
+      return t;
+    };
+    dense.k = view(a.k, scratch, p.dim_qk);
+    dense.v = view(a.v, scratch + nk, p.dim_v);  // nk: a multiple of 16 bytes (dim x element size is)
+    dense.page_table = Tensor{};
+    dense.max_seqlen_k = keys;
+    dense.kvcache = KvCacheArgs{};
+    Status s = build_problem(dense, &problem);
+    if (s.ok()) s = check_supported(dense, problem);
+    return s;
+  }
+  // `a`: the paged call prepare() was given (its pool and page table, read now).
+  Status run(const Args& a, const Overrides& ov) {
+    cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
+    const int64_t keys = problem.max_seq_k;
+    cudaError_t e = cuda::launch_gather_pages(a.k, a.page_table, a.seqused_k, problem.batch, keys, dense.k.data, stream);
+    if (e == cudaSuccess)
+      e = cuda::launch_gather_pages(a.v, a.page_table, a.seqused_k, problem.batch, keys, dense.v.data, stream);
+    if (e != cudaSuccess) return cuda_error("paged gather", e);
+    return cuda_forward(dense, problem, ov);
+  }
+  cudaError_t release(cudaStream_t stream) {
+    const cudaError_t e = scratch ? cudaFreeAsync(scratch, stream) : cudaSuccess;
+    scratch = nullptr;
+    return e;
+  }
+};
+
 Status paged_gather_forward(const Args& a, const Problem& p, const Overrides& ov) {
   cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-  const int64_t es = dtype_size(a.k.dtype), keys = p.max_seq_k, hk = a.k.shape[2];
-  const int64_t nk = p.batch * keys * hk * p.dim_qk * es, nv = p.batch * keys * hk * p.dim_v * es;
-  char* scratch = nullptr;
-  if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), size_t(nk + nv), stream); e != cudaSuccess)
-    return cuda_error("paged gather scratch", e);
-  Args b = a;
-  auto dense = [&](const Tensor& pool, char* dst, int64_t dim) {
-    Tensor t = pool;
-    t.data = dst;
-    t.rank = 4;
-    const int64_t shape[4] = {p.batch, keys, hk, dim};
-    int64_t st = 1;
-    for (int i = 3; i >= 0; --i) {
-      t.shape[i] = shape[i];
-      t.stride[i] = st;
-      st *= shape[i];
-    }
-    return t;
-  };
-  b.k = dense(a.k, scratch, p.dim_qk);
-  b.v = dense(a.v, scratch + nk, p.dim_v);  // nk: a multiple of 16 bytes (dim x element size is)
-  b.page_table = Tensor{};
-  b.max_seqlen_k = keys;
-  cudaError_t e = cuda::launch_gather_pages(a.k, a.page_table, a.seqused_k, p.batch, keys, b.k.data, stream);
-  if (e == cudaSuccess) e = cuda::launch_gather_pages(a.v, a.page_table, a.seqused_k, p.batch, keys, b.v.data, stream);
-  Status s = e == cudaSuccess ? Status::Ok() : cuda_error("paged gather", e);
-  Problem pb;
-  if (s.ok()) s = build_problem(b, &pb);
-  if (s.ok()) s = cuda_forward(b, pb, ov);
-  const cudaError_t f = cudaFreeAsync(scratch, stream);
+  PageGather g;
+  Status s = g.prepare(a, p, stream);
+  if (s.ok()) s = g.run(a, ov);
+  const cudaError_t f = g.release(stream);
   return !s.ok() || f == cudaSuccess ? s : cuda_error("paged gather scratch", f);
 }
 
@@ -318,10 +356,19 @@ Status kvcache_forward(const Args& a, const Problem& p, const Overrides& ov) {
   cuda::KvcachePrepass kv;
   LONGATTN_TRY(cuda::kvcache_prepare(a, p, stream, &kv));
   Status s = check_supported(kv.attn, kv.problem);
+  // Head dims that need dense copies of the pages: their scratch and arguments before the
+  // append writes the cache (an allocation failure must not leave a written cache behind).
+  PageGather gather;
+  const bool gathered = s.ok() && needs_page_gather(kv.problem) && kv.problem.batch > 0 && kv.problem.max_seq_q > 0 &&
+                        kv.problem.heads_q > 0 && kv.problem.max_seq_k > 0;
+  if (gathered) s = gather.prepare(kv.attn, kv.problem, stream);
   if (s.ok()) s = cuda::kvcache_run(kv, guard.num_sms(), a.kvcache.check, stream);
-  if (s.ok()) s = cuda_forward(kv.attn, kv.problem, ov);
+  if (s.ok()) s = gathered ? gather.run(kv.attn, ov) : cuda_forward(kv.attn, kv.problem, ov);
+  const cudaError_t f = gather.release(stream);
   const cudaError_t e = kv.release(stream);
-  return !s.ok() || e == cudaSuccess ? s : cuda_error("kvcache scratch", e);
+  if (!s.ok()) return s;
+  if (f != cudaSuccess) return cuda_error("paged gather scratch", f);
+  return e == cudaSuccess ? s : cuda_error("kvcache scratch", e);
 }
 
 }  // namespace
@@ -329,7 +376,8 @@ Status kvcache_forward(const Args& a, const Problem& p, const Overrides& ov) {
 Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   if (p.kvc.any) return kvcache_forward(a, p, ov);
   LONGATTN_TRY(check_supported(a, p));
-  if (p.dim_v > 256) return split_v_forward(a, p, ov);
+  const bool gather = needs_page_gather(p);  // before the v split: one gather for the whole call
+  if (p.dim_v > 256 && !gather) return split_v_forward(a, p, ov);
   cuda::DeviceGuard guard(p.device.ordinal);
   if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));
   if (p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true).qk == 0) return fp8_upcast_forward(a, p, ov);
@@ -339,7 +387,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
     cudaError_t e = cuda::launch_fill_empty(a.out, a.lse, a.sinks, a.cu_seqlens_q, a.seqused_q, stream);
     return e == cudaSuccess ? Status::Ok() : cuda_error("fill", e);
   }
-  if (needs_page_gather(p)) {
+  if (gather) {
     if (a.check_page_table && !p.meta_on_host) LONGATTN_TRY(check_pages(a, p, stream));
     return paged_gather_forward(a, p, ov);
   }

@@ -100,6 +100,18 @@ TEST_F(GpuKvcache, ChunkedPrefill) {
   }
 }
 
+// A paged cache whose head dims run on the hdim-256 kernel without being 256 / 256: the append
+// writes the pages, then the attention reads dense copies of them (forward_sm90.cpp
+// PageGather, its scratch taken before the append).
+TEST_F(GpuKvcache, PagedDimsOnDenseCopies) {
+  for (int64_t d : {200, 64}) {
+    KvCaseSpec s = serving(3, 16, 700, 16, 40 + uint64_t(d));
+    s.heads_q = 8, s.heads_kv = 2;
+    s.dim_qk = d, s.dim_v = d == 64 ? 256 : d, s.rotary_dim = d == 64 ? 64 : 128;
+    EXPECT_EQ(run_and_check(s), "") << describe(s);
+  }
+}
+
 TEST_F(GpuKvcache, RotaryStylesDimsTablesAndSeqlens) {
   for (bool gptj : {true, false})
     for (int64_t rd : {32, 128}) {

@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -138,6 +140,9 @@ std::vector<CaseSpec> paged_cases() {
     s = P(4, 200, 500, 4, 2, 224, 3, true, true, 74);
     s.ragged_q = true;
     v.push_back(s);
+    s = P(2, 150, 400, 4, 2, 64, 16, true, true, 76);  // FA3's 64 / 512: one gather, then the v split
+    s.dim_v = 512;
+    v.push_back(s);
     s = P(2, 260, 700, 4, 1, 232, 48, true, true, 75);  // f16 -> f32, sinks, softcap, window
     s.dtype = DType::f16;
     s.out_dtype = DType::f32;
@@ -179,7 +184,8 @@ void check_paged(const CaseSpec& s, const detail::Overrides& ov = {}) {
   DeviceCase d = to_device(c);
   ASSERT_EQ(d.bufs.size() > 0, true);
   Status st = detail::forward_with(d.args, ov);
-  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(s.dim_qk), int(s.dim_v), false);
+  // v above 256 runs as two column slices, the first (the wider) of 256 for v = 512.
+  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(s.dim_qk), int(std::min<int64_t>(s.dim_v, 256)), false);
   const int block_n = cuda::sm90::paged_tile(kd.qk, kd.v).block_n;
   const bool gathered = kd.qk == 256 && (s.dim_qk != 256 || s.dim_v != 256);  // dense copies: any page size
   if (!gathered && cuda::sm90::box_shift_for(s.page_size, block_n) < cuda::sm90::kMinBoxShift) {
