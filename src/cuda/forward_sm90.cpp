@@ -363,6 +363,8 @@ Status kvcache_forward(const Args& a, const Problem& p, const Overrides& ov) {
                         kv.problem.heads_q > 0 && kv.problem.max_seq_k > 0;
   if (gathered) s = gather.prepare(kv.attn, kv.problem, stream);
   if (s.ok()) s = cuda::kvcache_run(kv, guard.num_sms(), a.kvcache.check, stream);
+  // The pages only the attention reads: checked on request, as cuda_forward does.
+  if (s.ok() && gathered && kv.attn.check_page_table) s = check_pages(kv.attn, kv.problem, stream);
   if (s.ok()) s = gathered ? gather.run(kv.attn, ov) : cuda_forward(kv.attn, kv.problem, ov);
   const cudaError_t f = gather.release(stream);
   const cudaError_t e = kv.release(stream);
