@@ -139,6 +139,21 @@ cudaError_t launch(const Problem& p, const cuda::ForwardPlan& plan, const Launch
   }
 }
 
+// A contiguous tensor of `rank` / `shape` and dtype `dt` over `data` (scratch), on `like`'s device.
+Tensor contiguous(const Tensor& like, void* data, DType dt, int rank, const int64_t* shape) {
+  Tensor t = like;
+  t.data = data;
+  t.dtype = dt;
+  t.rank = rank;
+  int64_t st = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    t.shape[i] = shape[i];
+    t.stride[i] = st;
+    st *= shape[i];
+  }
+  return t;
+}
+
 // fp8 with head dims no fp8 kernel serves: the f16 kernels on exact f16 copies of K and V and
 // a descaled copy of Q, then v_descale on the output rows (fp8_upcast.h). Stream-ordered
 // scratch for the copies (K / V whole, paged pools included), freed after the forward.
@@ -151,20 +166,9 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
       e != cudaSuccess)
     return cuda_error("fp8 upcast scratch", e);
   Args b = a;
-  auto copy = [&](const Tensor& src, __half* dst) {  // contiguous f16 tensor of src's shape
-    Tensor t = src;
-    t.data = dst;
-    t.dtype = DType::f16;
-    int64_t st = 1;
-    for (int i = t.rank - 1; i >= 0; --i) {
-      t.stride[i] = st;
-      st *= t.shape[i];
-    }
-    return t;
-  };
-  b.q = copy(a.q, scratch);
-  b.k = copy(a.k, scratch + nq);
-  b.v = copy(a.v, scratch + nq + nk);
+  b.q = contiguous(a.q, scratch, DType::f16, a.q.rank, a.q.shape);
+  b.k = contiguous(a.k, scratch + nq, DType::f16, a.k.rank, a.k.shape);
+  b.v = contiguous(a.v, scratch + nq + nk, DType::f16, a.v.rank, a.v.shape);
   b.q_descale = b.k_descale = b.v_descale = Tensor{};
   cudaError_t e = cuda::launch_upcast_e4m3(a.q, static_cast<__half*>(b.q.data), a.q_descale, a.k_descale, p.group,
                                            a.cu_seqlens_q, stream);
@@ -219,21 +223,9 @@ struct PageGather {
       return cuda_error("paged K/V copies for head dims the paged kernels do not serve", e);
     }
     dense = a;
-    auto view = [&](const Tensor& pool, char* dst, int64_t dim) {
-      Tensor t = pool;
-      t.data = dst;
-      t.rank = 4;
-      const int64_t shape[4] = {p.batch, keys, hk, dim};
-      int64_t st = 1;
-      for (int i = 3; i >= 0; --i) {
-        t.shape[i] = shape[i];
-        t.stride[i] = st;
-        st *= shape[i];
-      }
-      return t;
-    };
-    dense.k = view(a.k, scratch, p.dim_qk);
-    dense.v = view(a.v, scratch + nk, p.dim_v);  // nk: a multiple of 16 bytes (dim x element size is)
+    const int64_t ks[4] = {p.batch, keys, hk, p.dim_qk}, vs[4] = {p.batch, keys, hk, p.dim_v};
+    dense.k = contiguous(a.k, scratch, a.k.dtype, 4, ks);
+    dense.v = contiguous(a.v, scratch + nk, a.v.dtype, 4, vs);  // nk: a multiple of 16 bytes
     dense.page_table = Tensor{};
     dense.max_seqlen_k = keys;
     dense.kvcache = KvCacheArgs{};

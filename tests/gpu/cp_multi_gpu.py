@@ -111,13 +111,15 @@ def check(dev, world, rank):
     return fails
 
 
-def timed(fn, iters):
-    """Median seconds per call of fn on this rank, after a warm-up (CUDA events)."""
+def timed(fn, iters, together=True):
+    """Median seconds per call of fn on this rank, after a warm-up (CUDA events); `together`:
+    every rank starts each call at a barrier (False: this rank alone)."""
     fn()
     torch.cuda.synchronize()
     ts = []
     for _ in range(iters):
-        dist.barrier()
+        if together:
+            dist.barrier()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()
@@ -137,7 +139,7 @@ def speed(dev, world, rank, lengths, iters):
         q, k, v = inputs(n, 11, dev)
         t1 = torch.zeros(1, dtype=torch.float64, device=dev)
         if rank == 0:
-            t1[0] = timed_local(lambda: longattn.forward(q[None], k[None], v[None], causal=True), iters)
+            t1[0] = timed(lambda: longattn.forward(q[None], k[None], v[None], causal=True), iters, together=False)
         dist.barrier()
         dist.all_reduce(t1, op=dist.ReduceOp.MAX)
         qr, kr, vr = (cp.shard(x, rank, world, seq_dim=0)[None] for x in (q, k, v))
@@ -151,20 +153,6 @@ def speed(dev, world, rank, lengths, iters):
                 f"{pred.speedup:.2f} | {pred.t_exposed * 1e3:.2f} |")
         del q, k, v, qr, kr, vr
         torch.cuda.empty_cache()
-
-
-def timed_local(fn, iters):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) / 1e3)
-    return statistics.median(ts)
 
 
 def main():
