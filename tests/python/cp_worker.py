@@ -109,6 +109,9 @@ def error_cases(rank, world):
         "causal": (qs, ks, vs, {"causal": rank == 1}),
         "odd local length": (qs[:, :-1], ks[:, :-1], vs[:, :-1], {}),
         "not a tensor": (qs.numpy() if rank == 1 else qs, ks, vs, {}),
+        # fp8: rank 1's q_descale has one kv head, the others default to (batch, heads_kv)
+        "descale": (qs.to(torch.float8_e4m3fn), ks.to(torch.float8_e4m3fn), vs.to(torch.float8_e4m3fn),
+                    {"q_descale": torch.ones(qs.shape[0], 1) if rank == 1 else None}),
     }
     seen = {}
     for name, (a, b, c, kw) in bad.items():

@@ -91,6 +91,64 @@ def test_simulated_dense_batch_pairs_the_zigzag_chunks(return_lse):
             torch.testing.assert_close(unshard([r[1] for r in res], seq_dim=-1), want_lse, atol=2e-5, rtol=0)
 
 
+def _fp8_reference(q, k, v, qd, kd, vd, cu, causal):
+    """float64 attention of the dequantized fp8 inputs (descales per (sequence, kv head)),
+    bottom-right causal; dense (b, s, h, d) or ragged (T, h, d) with cu."""
+    rows = [(0, q.shape[1], b) for b in range(q.shape[0])] if cu is None else \
+        [(int(cu[i]), int(cu[i + 1]), i) for i in range(len(cu) - 1)]
+    hq, hk = q.shape[-2], k.shape[-2]
+    out = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=torch.float64)
+    for a, b, s in rows:
+        qs, ks, vs = (x[s] if cu is None else x[a:b] for x in (q, k, v))
+        if cu is None:
+            a, b = 0, q.shape[1]
+        rep = lambda d: d[s].double().repeat_interleave(hq // hk)  # noqa: E731
+        qq = qs.double() * rep(qd)[None, :, None] * rep(kd)[None, :, None]
+        kk = ks.double().repeat_interleave(hq // hk, 1)
+        vv = vs.double().repeat_interleave(hq // hk, 1) * rep(vd)[None, :, None]
+        sc = torch.einsum("qhd,khd->hqk", qq, kk) / q.shape[-1] ** 0.5
+        if causal:
+            n = qs.shape[0]
+            sc = sc.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        o = torch.einsum("hqk,khd->qhd", sc.softmax(-1), vv)
+        if cu is None:
+            out[s] = o
+        else:
+            out[a:b] = o
+    return out
+
+
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("method", cp.METHODS)
+def test_simulated_fp8_matches_the_single_call(world, method):
+    """float8_e4m3fn shards with per-(sequence, kv head) descales, dense and ragged, GQA,
+    causal and not: bf16 out within the fp8 error of the single call against float64."""
+    g = torch.Generator().manual_seed(30 + world)
+    n = 2 * world * 4
+    for ragged in (False, True):
+        cu = torch.tensor([0, n, 3 * n, 4 * n], dtype=torch.int32) if ragged else None
+        shp = (lambda h: (4 * n, h, 32)) if ragged else (lambda h: (2, 2 * n, h, 32))
+        nseq = 3 if ragged else 2
+        q, k = ((torch.randn(shp(h), generator=g) * 2).to(torch.float8_e4m3fn) for h in (4, 2))
+        v = torch.randn(shp(2), generator=g).to(torch.float8_e4m3fn)
+        qd, kd, vd = (torch.rand(nseq, 2, generator=g) + 0.5 for _ in range(3))
+        for causal in (True, False):
+            sim = Simulation(q, k, v, world, method=method, causal=causal, cu_seqlens=cu, q_descale=qd,
+                             k_descale=kd, v_descale=vd, num_threads=1)
+            res = sim.run()
+            sh = dict(cu_seqlens=cu) if ragged else {}
+            out = unshard([r[0] for r in res], **sh)
+            lse = unshard([r[1] for r in res], seq_dim=-1, **sh)
+            kw = dict(cu_seqlens_q=cu, cu_seqlens_k=cu) if ragged else {}
+            want, want_lse = longattn.forward(q, k, v, causal=causal, q_descale=qd, k_descale=kd, v_descale=vd,
+                                              return_lse=True, num_threads=1, **kw)
+            ref = _fp8_reference(q, k, v, qd, kd, vd, cu, causal)
+            assert out.dtype == torch.bfloat16
+            e, e1 = ((x.double() - ref).abs().max().item() for x in (out, want))
+            assert e <= 1.5 * e1 + 1e-2, (ragged, causal, e, e1)
+            torch.testing.assert_close(lse, want_lse, atol=1e-4, rtol=0)
+
+
 # ------------------------------------------------------------------ real gloo groups
 
 
@@ -141,5 +199,6 @@ def test_gloo_ranks_match_the_single_call(world, tmp_path):
         assert "ranks disagree on q/k/v dtypes" in errs[0]["dtype"]
         assert "ranks disagree on causal: rank 0 has False, rank 1 has True" in errs[0]["causal"]
         assert "not a multiple of 2" in errs[0]["odd local length"]
+        assert "ranks disagree on q_descale shape" in errs[0]["descale"]
         assert all(e["after"] is True for e in errs)
         assert all(e["empty"] == [[2, 0, 4, 16], [2, 4, 0]] for e in errs)

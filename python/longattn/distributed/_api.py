@@ -58,6 +58,21 @@ def _exchange_device(group, q):
     return t.device("cpu")
 
 
+def _descales(q, k, cu_seqlens, q_descale, k_descale, v_descale):
+    """fp8 inputs: the three descales, each defaulting to ones of (sequences, heads_kv) as FA3
+    does; None for 16-bit inputs (given ones are then refused by _check)."""
+    t = _torch()
+    fp8 = isinstance(q, t.Tensor) and q.dtype == getattr(t, "float8_e4m3fn", None)
+    given = (q_descale, k_descale, v_descale)
+    if not fp8:
+        return None if all(d is None for d in given) else given
+    if any(d is None for d in given):
+        nseq = (len(cu_seqlens) - 1) if cu_seqlens is not None else q.shape[0]
+        ones = t.ones((nseq, k.shape[-2]), dtype=t.float32, device=q.device)
+        given = tuple(ones if d is None else d for d in given)
+    return given
+
+
 def _free_bytes(q) -> int:
     t = _torch()
     if isinstance(q, t.Tensor) and q.device.type == "cuda":
@@ -68,7 +83,7 @@ def _free_bytes(q) -> int:
     return -1
 
 
-def _check(q, k, v, sinks, cu, *, causal, window, layout, method, kv_groups, world):
+def _check(q, k, v, sinks, cu, *, causal, window, layout, method, kv_groups, world, descales=None):
     """Checks of the agreed arguments: every rank holds the same shapes and options, so every
     rank raises the same error here (nothing below is rank-specific)."""
     t = _torch()
@@ -77,10 +92,9 @@ def _check(q, k, v, sinks, cu, *, causal, window, layout, method, kv_groups, wor
             raise TypeError(f"{name}: context parallelism needs torch tensors, got {type(x).__name__}")
     if not (q.device == k.device == v.device):
         raise ValueError(f"k, v: must be on q's device {q.device}, got {k.device} and {v.device}")
-    if q.dtype == getattr(t, "float8_e4m3fn", None):
-        raise NotImplementedError("q: float8 inputs are not supported by context_parallel_attn yet")
-    if q.dtype not in (t.bfloat16, t.float16, t.float32):
-        raise TypeError(f"q: unsupported dtype {q.dtype} (bfloat16, float16 or float32)")
+    fp8 = getattr(t, "float8_e4m3fn", None)
+    if q.dtype not in (t.bfloat16, t.float16, t.float32) and (fp8 is None or q.dtype != fp8):
+        raise TypeError(f"q: unsupported dtype {q.dtype} (bfloat16, float16, float32 or float8_e4m3fn)")
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"k, v: dtypes {k.dtype}, {v.dtype} differ from q's {q.dtype}")
     nd = 3 if cu is not None else 4
@@ -104,6 +118,15 @@ def _check(q, k, v, sinks, cu, *, causal, window, layout, method, kv_groups, wor
             raise ValueError(f"sinks: expected a float32 tensor of shape ({hq},)")
         if sinks.device != q.device:
             raise ValueError(f"sinks: on {sinks.device}, expected q's device {q.device}")
+    if descales is not None:  # fp8: (sequences, heads_kv) float32 each (dense: the batch)
+        nseq = len(cu) - 1 if cu is not None else q.shape[0]
+        if q.dtype != getattr(t, "float8_e4m3fn", None):
+            raise ValueError(f"q_descale, k_descale, v_descale: only with float8_e4m3fn inputs, q is {q.dtype}")
+        for name, d in zip(("q_descale", "k_descale", "v_descale"), descales):
+            if not isinstance(d, t.Tensor) or d.dtype != t.float32 or tuple(d.shape) != (nseq, hk):
+                raise ValueError(f"{name}: expected a float32 tensor of shape ({nseq}, {hk}) (sequences, heads_kv)")
+            if d.device != q.device:
+                raise ValueError(f"{name}: on {d.device}, expected q's device {q.device}")
     if layout not in P.LAYOUTS:
         raise ValueError(f"layout: expected one of {P.LAYOUTS}, got {layout!r}")
     if method is not None and method not in P.METHODS:
@@ -131,7 +154,7 @@ def _check(q, k, v, sinks, cu, *, causal, window, layout, method, kv_groups, wor
 
 
 def rank_problem(q, k, v, layout, world, rank, cu, lens, *, causal, window, softcap, softmax_scale, sinks,
-                 return_lse, backend, num_threads, kv_groups) -> E.RankProblem:
+                 return_lse, backend, num_threads, kv_groups, descales=None) -> E.RankProblem:
     """One rank's agreed problem (shared with simulate.py)."""
     return E.RankProblem(
         layout=layout, world=world, rank=rank,
@@ -140,13 +163,14 @@ def rank_problem(q, k, v, layout, world, rank, cu, lens, *, causal, window, soft
         softcap=float(softcap or 0.0),
         softmax_scale=float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1]),
         sinks=sinks, return_lse=return_lse, backend=backend, num_threads=num_threads,
-        kv_groups=kv_groups or default_kv_groups(k.shape[-2]),
+        kv_groups=kv_groups or default_kv_groups(k.shape[-2]), descales=descales,
     )
 
 
 def alloc_outputs(q, v, cu, return_lse):
     t = _torch()
-    out = t.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
+    odt = t.bfloat16 if q.dtype == getattr(t, "float8_e4m3fn", None) else q.dtype  # fp8: bf16 out
+    out = t.empty(q.shape[:-1] + (v.shape[-1],), dtype=odt, device=q.device)
     lse = None
     if return_lse:
         hq = q.shape[-2]
@@ -173,6 +197,9 @@ def context_parallel_attn(
     return_lse: bool = False,
     backend: str = "auto",
     num_threads: int = 0,
+    q_descale=None,
+    k_descale=None,
+    v_descale=None,
 ):
     """Attention of one long sequence (or ragged batch) sharded over the ranks of `group`.
 
@@ -181,7 +208,10 @@ def context_parallel_attn(
     `cu_seqlens` (the same on every rank: `local_cu_seqlens`). zigzag: rank r holds chunks r
     and 2W-1-r of each sequence's 2W equal chunks; contiguous: chunk r of W. Masks use
     global positions: causal, `window_size` (left, right; causal ignores the right one, as
-    FA3 does), `sinks` (float32 (heads_q,)), `softcap`.
+    FA3 does), `sinks` (float32 (heads_q,)), `softcap`. float8_e4m3fn q / k / v take
+    `q_descale`, `k_descale`, `v_descale`, float32 (sequences, heads_kv) of the whole batch
+    (dense: its batch; ragged: one row per sequence), the same on every rank; 1.0 when
+    omitted (as FA3); the output is bf16.
 
     `method`: "all_gather_kv" (gather K/V by head groups, `kv_groups` of them, each local
     query chunk attends to the keys it may see) or "ring" (K/V shards travel around the
@@ -197,6 +227,7 @@ def context_parallel_attn(
     """
     world, rank = _world(group)
     window = (int(window_size[0]), -1 if causal else int(window_size[1]))
+    descales = _descales(q, k, cu_seqlens, q_descale, k_descale, v_descale)
     if world == 1:
         cu_t, max_len = None, 0
         if cu_seqlens is not None:
@@ -208,6 +239,7 @@ def context_parallel_attn(
             q, k, v, return_lse=return_lse, cu_seqlens_q=cu_t, cu_seqlens_k=cu_t, max_seqlen_q=max_len,
             max_seqlen_k=max_len, sinks=sinks, softmax_scale=softmax_scale, softcap=softcap, causal=causal,
             window_size=window, backend=backend, num_threads=num_threads,
+            **(dict(zip(("q_descale", "k_descale", "v_descale"), descales)) if descales else {}),
         )
 
     cu = _host_ints(cu_seqlens) if cu_seqlens is not None else None
@@ -216,7 +248,7 @@ def context_parallel_attn(
     desc = M.describe(
         q, k, v, sinks, cu, cu_seqlens is None or cu is not None, causal=causal, window=window, softcap=softcap,
         softmax_scale=softmax_scale, layout_code=layout_code, method_code=method_code, kv_groups=kv_groups,
-        return_lse=return_lse, free_bytes=_free_bytes(q),
+        return_lse=return_lse, free_bytes=_free_bytes(q), descales=descales,
     )
     table = M.exchange(desc, group, _exchange_device(group, q))
     err, free_min = M.verdict(table)
@@ -225,7 +257,7 @@ def context_parallel_attn(
     if cu_seqlens is not None and cu is None:
         raise ValueError("cu_seqlens: expected a 1-D integer array (the rank's local offsets)")
     lens = _check(q, k, v, sinks, cu, causal=causal, window=window, layout=layout, method=method,
-                  kv_groups=kv_groups, world=world)
+                  kv_groups=kv_groups, world=world, descales=descales)
 
     hq, hk, dim, dim_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     tokens_global = world * sum(lens) * (1 if cu is not None else q.shape[0])
@@ -233,7 +265,7 @@ def context_parallel_attn(
     groups = kv_groups or default_kv_groups(hk, tokens_global, dim, dim_v, q.element_size(), free_min)
     prob = rank_problem(q, k, v, layout, world, rank, cu, lens, causal=causal, window=window, softcap=softcap,
                         softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
-                        num_threads=num_threads, kv_groups=groups)
+                        num_threads=num_threads, kv_groups=groups, descales=descales)
     out, lse = alloc_outputs(q, v, cu, return_lse)
     if prob.tokens == 0:  # nothing anywhere (the shapes agree): no exchange at all
         return (out, lse.fill_(float("-inf"))) if return_lse else out

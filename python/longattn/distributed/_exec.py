@@ -42,6 +42,7 @@ class RankProblem:
     backend: str = "auto"
     num_threads: int = 0
     kv_groups: int = 1
+    descales: Optional[Tuple[object, object, object]] = None  # fp8: q, k, v descales (sequences, heads_kv)
 
     @property
     def tokens(self) -> int:
@@ -100,12 +101,22 @@ def unpack_kv(flat, ranks: int, tokens: int, heads: int, dim: int, dim_v: int, d
     return k, v
 
 
-def _call(p: RankProblem, c: P.Call, q, k, v, out, lse, sinks):
+def call_descales(p: RankProblem, si: int, kv_heads=slice(None)):
+    """fp8: the q, k, v descales of a call on segment si's sequences (a dense segment: the whole
+    batch; a ragged one: its sequence), kv heads `kv_heads`; {} for 16-bit inputs."""
+    if p.descales is None:
+        return {}
+    rows = slice(si, si + 1) if p.ragged else slice(None)
+    qd, kd, vd = (d[rows, kv_heads] for d in p.descales)
+    return dict(q_descale=qd, k_descale=kd, v_descale=vd)
+
+
+def _call(p: RankProblem, c: P.Call, q, k, v, out, lse, sinks, descales):
     m = c.mask
     _core.forward(
         q, k, v, out=out, lse=lse, causal=m.causal, top_left=m.top_left, window_size=m.window,
         softcap=p.softcap, softmax_scale=p.softmax_scale, sinks=sinks if c.sinks else None,
-        backend=p.backend, num_threads=p.num_threads,
+        backend=p.backend, num_threads=p.num_threads, **descales,
     )
 
 
@@ -217,7 +228,8 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
     # A pair views a dense segment's q / out (nb, 2c, ...) as (2 nb, c, ...): q's batch stride must
     # be 2c rows (out is allocated contiguous here); an LSE output of nb > 1 has no such view.
     viewable = p.ragged or q.shape[0] == 1 or q.stride(0) == q.shape[1] * q.stride(1)
-    calls = P.pair_chunks(calls, p.segs, single_only=lse is not None or not viewable)
+    if p.descales is None:  # fp8: no pairs (the pair call runs through the kvcache path)
+        calls = P.pair_chunks(calls, p.segs, single_only=lse is not None or not viewable)
     ranks_idx, toks_idx = global_order(p, q.device)
     with _Guard() as guard:
         guard.pending = comm.all_gather_start(pack_kv(kp, vp, 0, hkg), (0, hkg))
@@ -229,7 +241,7 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
                 guard.pending = comm.all_gather_start(pack_kv(kp, vp, h0, h0 + hkg), (h0, h0 + hkg))
             kw, vw = unpack_kv(flat, p.world, p.tokens, hkg, dim, dim_v, k.dtype)
             kg, vg = kw[ranks_idx, toks_idx], vw[ranks_idx, toks_idx]  # (W * T, hkg, d) in sequence order
-            qh = slice(g * hqg, (g + 1) * hqg)
+            qh, kh = slice(g * hqg, (g + 1) * hqg), slice(g * hkg, (g + 1) * hkg)
             sinks = p.sinks[qh] if p.sinks is not None else None
             for c in calls:
                 seg = p.segs[c.seg]
@@ -248,7 +260,7 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
                     packed_rows(vg, seg, lg, p.world, c.k0, c.k1),
                     q_view(out, p, seg, c.q0, c.q1, qh),
                     lse_view(lse, p, seg, c.q0, c.q1, qh) if lse is not None else None,
-                    sinks,
+                    sinks, call_descales(p, c.seg, kh),
                 )
 
 
@@ -281,7 +293,7 @@ def run_ring(p: RankProblem, comm, q, k, v, out, lse):
                     p, c, q_view(q, p, seg, c.q0, c.q1),
                     packed_rows(kb, seg, seg.local_len, 1, c.k0, c.k1),
                     packed_rows(vb, seg, seg.local_len, 1, c.k0, c.k1),
-                    o, l, p.sinks,
+                    o, l, p.sinks, call_descales(p, c.seg),
                 )
             if guard.pending is not None:
                 cur = guard.pending.wait()

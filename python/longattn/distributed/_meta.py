@@ -11,7 +11,7 @@ import struct
 import sys
 from typing import List, Optional, Sequence, Tuple
 
-_MAGIC = 0x4C41_4350  # "LACP": a rank running another version of this protocol shows up
+_MAGIC = 0x4C41_4351  # "LACQ" (v2: descales): a rank running another version of this protocol shows up
 _DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float64", "int32", "int64", "int8", "uint8")
 
 
@@ -74,6 +74,9 @@ FIELDS = (
     ("device type", 1),
     ("cu_seqlens", 3),
     ("sinks shape", 5),
+    ("q_descale shape", 5),
+    ("k_descale shape", 5),
+    ("v_descale shape", 5),
     ("causal", 1),
     ("window_size", 2),
     ("softcap", 1),
@@ -87,7 +90,7 @@ _NOT_COMPARED = 1  # trailing: free device memory (min over ranks feeds the defa
 
 
 def describe(q, k, v, sinks, cu, cu_ok, *, causal, window, softcap, softmax_scale, layout_code, method_code,
-             kv_groups, return_lse, free_bytes) -> List[int]:
+             kv_groups, return_lse, free_bytes, descales=None) -> List[int]:
     t = _torch()
     dev = q.device.type if isinstance(q, t.Tensor) else "none"
     vals = [
@@ -100,6 +103,7 @@ def describe(q, k, v, sinks, cu, cu_ok, *, causal, window, softcap, softmax_scal
         ({"cpu": 1, "cuda": 2}.get(dev, 3),),
         _cu_digest(cu),
         _shape(sinks) if sinks is not None else (-2, 0, 0, 0, 0),
+        *((_shape(d) if d is not None else (-2, 0, 0, 0, 0)) for d in (descales or (None, None, None))),
         (int(bool(causal)),),
         (int(window[0]), int(window[1])),
         (_float_bits(softcap),),

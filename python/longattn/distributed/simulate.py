@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence
 
 from . import _exec as E
-from ._api import _check, alloc_outputs, rank_problem
+from ._api import _check, _descales, alloc_outputs, rank_problem
 from ._shard import local_cu_seqlens, shard
 
 
@@ -53,7 +53,7 @@ class Simulation:
     def __init__(self, q, k, v, world: int, *, method: str, layout: str = "zigzag", causal: bool = False,
                  cu_seqlens=None, window_size=(-1, -1), softcap: float = 0.0, sinks=None,
                  softmax_scale: Optional[float] = None, kv_groups: Optional[int] = None, return_lse: bool = True,
-                 backend: str = "auto", num_threads: int = 0):
+                 backend: str = "auto", num_threads: int = 0, q_descale=None, k_descale=None, v_descale=None):
         self.world, self.method = world, method
         sh = dict(layout=layout, cu_seqlens=cu_seqlens)
         self.qs = [shard(q, r, world, **sh) for r in range(world)]
@@ -61,12 +61,14 @@ class Simulation:
         self.vs = [shard(v, r, world, **sh) for r in range(world)]
         self.cu = None if cu_seqlens is None else [int(x) for x in local_cu_seqlens(cu_seqlens, world, layout)]
         window = (int(window_size[0]), -1 if causal else int(window_size[1]))
+        descales = _descales(q, k, cu_seqlens, q_descale, k_descale, v_descale)
         lens = _check(self.qs[0], self.ks[0], self.vs[0], sinks, self.cu, causal=causal, window=window,
-                      layout=layout, method=method, kv_groups=kv_groups, world=world)
+                      layout=layout, method=method, kv_groups=kv_groups, world=world, descales=descales)
         self.probs = [
             rank_problem(self.qs[r], self.ks[r], self.vs[r], layout, world, r, self.cu, lens, causal=causal,
                          window=window, softcap=softcap, softmax_scale=softmax_scale, sinks=sinks,
-                         return_lse=return_lse, backend=backend, num_threads=num_threads, kv_groups=kv_groups)
+                         return_lse=return_lse, backend=backend, num_threads=num_threads, kv_groups=kv_groups,
+                         descales=descales)
             for r in range(world)
         ]
         p0 = self.probs[0]
