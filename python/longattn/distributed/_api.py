@@ -67,8 +67,14 @@ def _descales(q, k, cu_seqlens, q_descale, k_descale, v_descale):
     if not fp8:
         return None if all(d is None for d in given) else given
     if any(d is None for d in given):
-        nseq = (len(cu_seqlens) - 1) if cu_seqlens is not None else q.shape[0]
-        ones = t.ones((nseq, k.shape[-2]), dtype=t.float32, device=q.device)
+        # Runs before the agreement: nothing here may raise on one rank only (the others would
+        # wait in the exchange), so a shape it cannot read leaves the descales absent and the
+        # agreement reports the mismatch on every rank.
+        try:
+            nseq = (len(cu_seqlens) - 1) if cu_seqlens is not None else q.shape[0]
+            ones = t.ones((nseq, k.shape[-2]), dtype=t.float32, device=q.device)
+        except Exception:  # noqa: BLE001
+            return given
         given = tuple(ones if d is None else d for d in given)
     return given
 
