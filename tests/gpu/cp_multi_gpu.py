@@ -8,7 +8,8 @@
     sequence (cut to the rank's zigzag shard), under the oracle rule of cp_one_gpu.py (error
     at most 2x that of the same computation done naively in bf16, + slack); the single-GPU
     call's error is printed beside it. bf16, 32 / 8 heads (GQA), hdim 128: dense causal and
-    full, a causal left window, a ragged batch of mixed lengths; both methods.
+    full, a causal left window, a ragged batch of mixed lengths; fp8 with descales (dense
+    causal, within 1.5x the single fp8 call's error); both methods.
 (b) speed: causal prefill of one sequence per length, 32 / 8 heads, hdim 128, bf16: time per
     call of each method (CUDA events, the slowest rank, median of --iters after a warm-up)
     against one GPU running the whole sequence in one call; speedup, efficiency, and the
@@ -108,6 +109,40 @@ def check(dev, world, rank):
             say(f"  {'ok  ' if errs[2] == 0 else 'FAIL'} W={world} {method:13s} {name}: out err {errs[0]:.2e} "
                 f"(naive bf16 {en:.2e}, single GPU {eo:.2e}), lse err {errs[1]:.2e} (naive {len_:.2e}); "
                 f"worst rank shown")
+    return fails + check_fp8(dev, world, rank)
+
+
+def check_fp8(dev, world, rank):
+    """(a) for e4m3 shards with per-(sequence, kv head) descales, dense causal: every rank's
+    bf16 output within 1.5x the single call's error against float64 of the dequantized inputs
+    (+ 1e-2), its LSE within 1e-3 of the single call's."""
+    n = (4096 if dev.type != "cpu" else 256) // (2 * world) * (2 * world)
+    q, k, v = inputs(n, 9, dev)
+    q8, k8, v8 = ((x.float() * 2).to(torch.float8_e4m3fn) for x in (q, k, v))
+    g = torch.Generator(device=dev).manual_seed(4)
+    qd, kd, vd = (torch.rand(1, HK, generator=g, device=dev) + 0.5 for _ in range(3))
+    rep = HQ // HK
+    qq = q8.double() * (qd[0] * kd[0]).double().repeat_interleave(rep)[None, :, None]
+    vv = v8.double() * vd[0].double()[None, :, None]
+    pos = torch.arange(n, device=dev)
+    ref, _ = attention(qq, k8.double(), vv, band_mask(pos, pos, True, (-1, -1)), D ** -0.5)
+    one, one_lse = longattn.forward(q8[None], k8[None], v8[None], causal=True, q_descale=qd, k_descale=kd,
+                                    v_descale=vd, return_lse=True)
+    take = lambda x, sd: cp.shard(x, rank, world, seq_dim=sd)  # noqa: E731
+    ref_r, one_r, one_lse_r = take(ref, 0), take(one[0], 0), take(one_lse[0], 1)
+    eo = max_err(one_r, ref_r)
+    fails = 0
+    for method in ("all_gather_kv", "ring"):
+        out, lse = cp.context_parallel_attn(take(q8, 0)[None], take(k8, 0)[None], take(v8, 0)[None], causal=True,
+                                            method=method, q_descale=qd, k_descale=kd, v_descale=vd,
+                                            return_lse=True)
+        e, le = max_err(out[0], ref_r), max_err(lse[0], one_lse_r)
+        ok = out.dtype == torch.bfloat16 and e <= 1.5 * eo + 1e-2 and le <= 1e-3
+        errs = torch.tensor([e, le, float(not ok)], dtype=torch.float64, device=dev)
+        dist.all_reduce(errs, op=dist.ReduceOp.MAX)
+        fails += int(not ok)
+        say(f"  {'ok  ' if errs[2] == 0 else 'FAIL'} W={world} {method:13s} fp8 dense causal (descales): out err "
+            f"{errs[0]:.2e} (single GPU {eo:.2e}), lse vs single {errs[1]:.2e}; worst rank shown")
     return fails
 
 
