@@ -124,8 +124,7 @@ def dense_eager(q, k, v, causal, window, softmax_scale, softcap, attention_chunk
     are plain torch.Tensor), no out / sinks / descales. Returns None where it does not apply
     (tracing, fp8, an input that requires grad, a dtype or rank the general path names in its
     error), else what flash_attn_func returns. It skips run()'s and _forward()'s general
-    argument handling, about a third of a small call's host time on a slow host
-    (bench/gpu/host_breakdown.py)."""
+    argument handling (docs/PERFORMANCE.md, host time per call)."""
     dt = q.dtype
     if (dt not in _DTYPE_NAMES or q.dim() != 4 or v.dim() != 4 or _is_compiling()
             or (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))):

@@ -137,9 +137,9 @@ longattn::Backend backend_from(const std::string& s) {
 }
 
 // The Python layer's {name: tensor} dict into the named Tensor fields: one pass over the
-// entries present (a forward passes 4-6 of its 22 names). Looking every name up instead
-// built a Python string and hashed it twice per name per call, ~44 lookups of a microsecond
-// of host time together. None values stay absent; an unknown name is a bug of the caller.
+// entries present (a forward passes 4-6 of its 22 names), rather than a lookup per name, which
+// builds and hashes a Python string for every absent name on every call. None values stay
+// absent; an unknown name is a bug of the caller.
 struct Slot {
   const char* name;
   Tensor* field;

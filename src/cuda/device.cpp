@@ -1,8 +1,8 @@
 // What the CUDA backend asks of a device on every call, asked of the runtime once per process:
 // cuda_available() (this build has the CUDA backend and a compute capability 9.0 device) and
 // the SM count / L2 size of a device (device_guard.h). These cannot change while the process
-// runs (the visible devices are fixed when the runtime initialises), and on a slow host the
-// runtime queries cost ~1-2 us per call together (bench/gpu/host_breakdown.py).
+// runs (the visible devices are fixed when the runtime initialises); asked per call they were
+// a visible part of a small call's host time (docs/PERFORMANCE.md, host time per call).
 #include <cuda_runtime.h>
 
 #include <atomic>

@@ -159,6 +159,13 @@ def check_blocks(dev, small):
 # ----------------------------------------------------------------------------- (b)
 
 
+def simulated(q, k, v, world, method, cu, **kw):
+    """W ranks of one method simulated on whole q / k / v; every rank's output and LSE put back
+    into the whole sequence's layout."""
+    res = Simulation(q, k, v, world, method=method, cu_seqlens=cu, **kw).run()
+    return unshard([r[0] for r in res], cu_seqlens=cu), unshard([r[1] for r in res], cu_seqlens=cu, seq_dim=-1)
+
+
 def check_schedules(dev, small):
     print("(b) W ranks simulated in one process vs the single call on the whole sequence")
     g = torch.Generator(device="cpu").manual_seed(2)
@@ -205,11 +212,8 @@ def check_schedules(dev, small):
         e1, le1 = max_err(single, ref), max_err(single_lse, ref_lse)
         for world in (2, 4, 8):
             for method in P.METHODS:
-                sim = Simulation(q, k, v, world, method=method, causal=causal, cu_seqlens=cu, window_size=window,
-                                 softcap=cap, sinks=sinks)
-                res = sim.run()
-                out = unshard([r[0] for r in res], cu_seqlens=cu)
-                lse = unshard([r[1] for r in res], cu_seqlens=cu, seq_dim=-1)
+                out, lse = simulated(q, k, v, world, method, cu, causal=causal, window_size=window, softcap=cap,
+                                     sinks=sinks)
                 e, le = max_err(out, ref), max_err(lse, ref_lse)
                 ok = e <= 2 * e1 + 1e-3 and le <= 2 * le1 + 1e-4
                 report(f"{name}, W={world}, {method}", ok,
@@ -255,11 +259,8 @@ def check_fp8_schedules(dev, small):
         e1 = max_err(single, ref)
         for world in (2, 4):
             for method in P.METHODS:
-                sim = Simulation(q, k, v, world, method=method, causal=True, cu_seqlens=cu, q_descale=qd,
-                                 k_descale=kd, v_descale=vd)
-                res = sim.run()
-                out = unshard([r[0] for r in res], cu_seqlens=cu)
-                lse = unshard([r[1] for r in res], cu_seqlens=cu, seq_dim=-1)
+                out, lse = simulated(q, k, v, world, method, cu, causal=True, q_descale=qd, k_descale=kd,
+                                     v_descale=vd)
                 e, le = max_err(out, ref), max_err(lse, single_lse)
                 ok = out.dtype == torch.bfloat16 and e <= 1.5 * e1 + 1e-2 and le <= 1e-3
                 report(f"fp8 {name}, W={world}, {method}", ok,
