@@ -175,7 +175,7 @@ for st in $STAGES; do
       run memcheck_sched compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles'
       run racecheck_sched compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles' ;;
     psan)
-      PF='Paged/GpuPaged.MatchesReference/b3_sq200_sk450_h4x2_d256_page64_s6:Paged/GpuPaged.MatchesReference/b4_sq300_sk600_h4x2_d128_page128_s9:Paged/GpuPaged.MatchesReference/*_page16_s11:Paged/GpuPaged.MatchesReference/*_page3_s14:Paged/GpuPaged.MatchesReference/*_page24_s22:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s55:PagedMode/GpuPagedMode.MatchesReference/gather_*_s71:PagedMode/GpuPagedMode.MatchesReference/gather_*_s87:PagedMode/GpuPagedMode.MatchesReference/lanes_*_s71:GpuPagedCheck.*:Paged/GpuPaged.MatchesReference/*_s73:Paged/GpuPaged.MatchesReference/*_s74'
+      PF='Paged/GpuPaged.MatchesReference/b3_sq200_sk450_h4x2_d256_page64_s6:Paged/GpuPaged.MatchesReference/b4_sq300_sk600_h4x2_d128_page128_s9:Paged/GpuPaged.MatchesReference/*_page16_s11:Paged/GpuPaged.MatchesReference/*_page3_s14:Paged/GpuPaged.MatchesReference/*_page24_s22:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s55:PagedMode/GpuPagedMode.MatchesReference/gather_*_s71:PagedMode/GpuPagedMode.MatchesReference/gather_*_s87:PagedMode/GpuPagedMode.MatchesReference/lanes_*_s71:GpuPagedCheck.*:Paged/GpuPaged.MatchesReference/*_s73:Paged/GpuPaged.MatchesReference/*_s74:Paged/GpuPaged.MatchesReference/*_s76'
       run memcheck_paged compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$PF"
       # The consumers' clear of a sequence's last V tile (named barrier + proxy fence).
       run racecheck_paged compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Paged/GpuPaged.MatchesReference/*_page16_s11:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedMode/GpuPagedMode.MatchesReference/gather_*_s71:PagedMode/GpuPagedMode.MatchesReference/gather_*_s84:PagedMode/GpuPagedMode.MatchesReference/lanes_*_s71:Unread/GpuForward.MatchesReference/*_s30' ;;
@@ -186,7 +186,7 @@ for st in $STAGES; do
       run racecheck_gqa compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='PackGqa/GpuPackGqa.MatchesReference/*_s201' ;;
     ksan)
       # Issue 17: the kvcache pre-kernels (metadata check, append + rotary, page-table gather).
-      KF='GpuKvcache.DecodeDenseAndPaged:GpuKvcache.RaggedNewKeysAndQueries:GpuKvcache.CacheBatchIdxDenseAndPaged:GpuKvcache.CacheLeftpadDense:GpuKvcache.BadDeviceMetadataWritesNothing:GpuKvcache.ReportsEachDeviceCheck'
+      KF='GpuKvcache.DecodeDenseAndPaged:GpuKvcache.PagedDimsOnDenseCopies:GpuKvcache.RaggedNewKeysAndQueries:GpuKvcache.CacheBatchIdxDenseAndPaged:GpuKvcache.CacheLeftpadDense:GpuKvcache.BadDeviceMetadataWritesNothing:GpuKvcache.ReportsEachDeviceCheck'
       run memcheck_kv compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$KF"
       run racecheck_kv compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuKvcache.DecodeDenseAndPaged:GpuKvcache.BadDeviceMetadataWritesNothing' ;;
     bench) bench bench --headline ;;

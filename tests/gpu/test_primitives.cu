@@ -84,9 +84,10 @@ __global__ void __launch_bounds__(128) primitives_kernel(
 
   float d2[kDim / 2];
   ptx::wgmma_fence();
+  const ptx::TileDesc ad = ptx::TileDesc::k_major(ptx::smem_u32(sa));
+  const ptx::TileDesc vd = ptx::TileDesc::mn_major(ptx::smem_u32(sv), kRows * 128);
   for (int kk = 0; kk < 4; ++kk) {
-    uint64_t da = ptx::desc_k_major(ptx::smem_u32(sa) + kk * 32);
-    uint64_t db = ptx::desc_mn_major(ptx::smem_u32(sv) + kk * 2048, kRows * 128);
+    const uint64_t da = ad.at(kk * 32), db = vd.at(kk * 2048);
     ptx::wgmma_ss<__nv_bfloat16, kDim, 1>(d2, da, db, kk > 0);
   }
   ptx::wgmma_commit();
@@ -355,3 +356,25 @@ TEST(GpuPrimitives, PackedQBoxLayout) {
 
 }  // namespace
 }  // namespace longattn::cuda
+
+// TileDesc against the descriptor's bit layout (PTX ISA, "matrix descriptor"): start address
+// >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, base offset 0, 128B swizzle (1) in
+// 62-63; at(off) must equal the descriptor of the address plus off for every offset a tile of
+// ours uses, anywhere in the 228 KiB of shared memory (host-side: no GPU needed).
+TEST(GpuPrimitives, TileDescOffsetsEqualTheDescriptorOfTheOffsetAddress) {
+  using longattn::cuda::ptx::TileDesc;
+  auto spec = [](uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return uint64_t((addr >> 4) & 0x3FFF) | uint64_t((lbo >> 4) & 0x3FFF) << 16 |
+           uint64_t((sbo >> 4) & 0x3FFF) << 32 | uint64_t(1) << 62;
+  };
+  std::mt19937 rng(7);
+  const uint32_t kSmem = 228 * 1024;
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t base = (rng() % (kSmem / 1024)) * 1024;
+    const uint32_t off = (rng() % ((kSmem - base) / 16)) * 16;
+    const uint32_t lbo = (1u + rng() % 1023) * 16, sbo = (1u + rng() % 1023) * 16;
+    ASSERT_EQ(TileDesc::make(base, lbo, sbo).at(off), spec(base + off, lbo, sbo)) << base << " + " << off;
+    ASSERT_EQ(TileDesc::k_major(base, sbo).at(off), spec(base + off, 16, sbo));
+    ASSERT_EQ(TileDesc::mn_major(base, lbo).at(off), spec(base + off, lbo, 1024));
+  }
+}

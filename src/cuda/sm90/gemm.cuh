@@ -33,14 +33,15 @@ template <class Cfg>
 __device__ __forceinline__ void gemm_qk(float (&s)[Cfg::kBlockN / 2], const uint8_t* q_wg,
                                         const uint8_t* k_stage, uint32_t k_grouped = 0) {
   using T = typename Cfg::Element;
-  uint32_t qa = ptx::smem_u32(q_wg), ka = ptx::smem_u32(k_stage);
   const KStageGeom<Cfg> g(k_grouped);
+  const ptx::TileDesc qd = ptx::TileDesc::k_major(ptx::smem_u32(q_wg));
+  const ptx::TileDesc kd = ptx::TileDesc::k_major(ptx::smem_u32(k_stage), g.group);
   ptx::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kChunks * 4; ++kk) {
-    uint32_t off = (kk % 4) * 32;
-    uint64_t da = ptx::desc_k_major(qa + (kk / 4) * Cfg::kBlockM * 128 + off);
-    uint64_t db = ptx::desc_k_major(ka + (kk / 4) * g.chunk + off, g.group);
+    const uint32_t off = (kk % 4) * 32;
+    const uint64_t da = qd.at((kk / 4) * Cfg::kBlockM * 128 + off);
+    const uint64_t db = kd.at((kk / 4) * g.chunk + off);
     if constexpr (Cfg::kFp8) {
       ptx::wgmma_ss_fp8<Cfg::kBlockN>(s, da, db, kk > 0);
     } else {
@@ -59,18 +60,18 @@ __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDimV / 2],
                                         const uint32_t (&p)[Cfg::kBlockN / 4],
                                         const uint8_t* v_stage, uint32_t g_shift = 0) {
   using T = typename Cfg::Element;
-  uint32_t va = ptx::smem_u32(v_stage);
+  const uint32_t va = ptx::smem_u32(v_stage);
+  const ptx::TileDesc vd = ptx::TileDesc::mn_major(va, Cfg::kPaged ? 128u << g_shift : Cfg::kBlockN * 128);
   ptx::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
     const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
-    uint32_t off = kk * 16 * 128, lbo = Cfg::kBlockN * 128;
+    uint32_t off = kk * 16 * 128;
     if constexpr (Cfg::kPaged) {
       const uint32_t r0 = kk * 16;
       off = (r0 >> g_shift) * ((Cfg::kChunksV * 128) << g_shift) + ((r0 & ((1u << g_shift) - 1)) << 7);
-      lbo = 128u << g_shift;
     }
-    uint64_t db = ptx::desc_mn_major(va + off, lbo);
+    const uint64_t db = vd.at(off);
     ptx::wgmma_rs<T, Cfg::kHeadDimV, 1>(o, a, db, true);
   }
   ptx::wgmma_commit();
@@ -82,12 +83,12 @@ __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDimV / 2],
 template <class Cfg>
 __device__ __forceinline__ void gemm_pv_fp8(float (&o)[Cfg::kHeadDimV / 2], const uint32_t (&p)[Cfg::kBlockN / 8],
                                             const uint8_t* vt_stage) {
-  const uint32_t va = ptx::smem_u32(vt_stage);
+  const ptx::TileDesc vd = ptx::TileDesc::k_major(ptx::smem_u32(vt_stage));
   ptx::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kBlockN / 32; ++kk) {
     const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
-    const uint64_t db = ptx::desc_k_major(va + (kk / 4) * (Cfg::kHeadDimV * 128) + (kk % 4) * 32);
+    const uint64_t db = vd.at((kk / 4) * (Cfg::kHeadDimV * 128) + (kk % 4) * 32);
     ptx::wgmma_rs_fp8<Cfg::kHeadDimV>(o, a, db, true);
   }
   ptx::wgmma_commit();
