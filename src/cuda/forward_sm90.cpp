@@ -14,10 +14,12 @@
 #include "common/problem.h"
 #include "cuda/device_guard.h"
 #include "cuda/fp8_upcast.h"
+#include "cuda/fp8_vt.h"
 #include "cuda/paged_gather.h"
 #include "cuda/kvcache_prepass.h"
 #include "cuda/launch_args.h"
 #include "cuda/plan.h"
+#include "cuda/ptx/tensor_map.h"
 #include "cuda/sm90/launch.h"
 #include "cuda/util_kernels.h"
 
@@ -124,7 +126,9 @@ Status check_pages(const Args& a, const Problem& p, cudaStream_t stream) {
 
 // The instantiation of the plan's head dims (tile_size.h kernel_dims).
 cudaError_t launch(const Problem& p, const cuda::ForwardPlan& plan, const LaunchArgs& la) {
-  if (p.fp8) return cuda::sm90::launch_fwd<InType::e4m3, 128, 128>(la);
+  if (p.fp8)
+    return plan.dim_qk == 256 ? cuda::sm90::launch_fwd<InType::e4m3, 256, 256>(la)
+                              : cuda::sm90::launch_fwd<InType::e4m3, 128, 128>(la);
   const bool bf16 = p.in_dtype == DType::bf16;
   if (plan.dim_qk != plan.dim_v)  // 192 / 128
     return bf16 ? cuda::sm90::launch_fwd<InType::bf16, 192, 128>(la) : cuda::sm90::launch_fwd<InType::f16, 192, 128>(la);
@@ -185,6 +189,52 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
   const cudaError_t f = cudaFreeAsync(scratch, stream);
   return !s.ok() || f == cudaSuccess ? s : cuda_error("fp8 upcast scratch", f);
 }
+
+// fp8 calls no fp8 kernel serves run on the f16 kernels (fp8_upcast_forward): head dims the
+// fp8 kernels lack, and at 256 / 256 (there the dense kind alone, V pre-transposed: fp8_vt.h)
+// whatever the dense kind does not run: ragged or paged K/V and q, seqused, sinks, softcap,
+// windows, chunks (and a transpose grid beyond CUDA's limits).
+bool fp8_upcast_needed(const Problem& p) {
+  if (!p.fp8) return false;
+  const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true);
+  if (kd.qk == 0) return true;
+  if (kd.qk <= 128) return false;
+  const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
+  return p.q_ragged || p.kv != KvLayout::dense || p.has_seqused_k || p.has_seqused_q || p.has_sinks ||
+         p.softcap > 0.f || windowed || !cuda::fp8_vt_fits(p.batch, p.max_seq_k, p.heads_kv);
+}
+
+// fp8 at 256 / 256: V transposed into stream-ordered scratch (fp8_vt.h) and the kernel's V map
+// over it (column-addressed: a 128-key box of all 256 rows). release() after the launch.
+struct Fp8Vt {
+  uint8_t* vt = nullptr;
+  Status prepare(const Args& a, cudaStream_t stream, LaunchArgs* la) {
+    const int64_t batch = a.v.shape[0], seq_k = a.v.shape[1], hk = a.v.shape[2], dim = a.v.shape[3];
+    const int64_t keys_pad = cuda::vt_keys_pad(seq_k);
+    if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&vt), size_t(batch * hk * dim * keys_pad), stream);
+        e != cudaSuccess) {
+      vt = nullptr;
+      return cuda_error("fp8 Vt scratch", e);
+    }
+    if (cudaError_t e = cuda::launch_transpose_v_e4m3(a.v, vt, stream); e != cudaSuccess)
+      return cuda_error("fp8 V transpose", e);
+    cuda::TileMapSpec s;
+    s.base = vt;
+    s.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    s.batch = batch;
+    s.heads = hk;
+    s.rows = dim;
+    s.dim = keys_pad;
+    s.stride_row = keys_pad;
+    s.stride_head = dim * keys_pad;
+    s.stride_batch = hk * dim * keys_pad;
+    s.box_rows = int(dim);
+    s.col_chunks = true;
+    if (const std::string err = cuda::encode_tile_map(s, &la->tm_v); !err.empty()) return Status::Error("CUDA backend: " + err);
+    return Status::Ok();
+  }
+  cudaError_t release(cudaStream_t stream) { return vt ? cudaFreeAsync(vt, stream) : cudaSuccess; }
+};
 
 // Paged K/V whose head dims run on the hdim-256 kernel without being 256 / 256: its paged kind
 // has no column-addressed maps (kernel_config.cuh kColMaps), its dense kinds do. Decided on
@@ -374,7 +424,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   if (p.dim_v > 256 && !gather) return split_v_forward(a, p, ov);
   cuda::DeviceGuard guard(p.device.ordinal);
   if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));
-  if (p.fp8 && cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true).qk == 0) return fp8_upcast_forward(a, p, ov);
+  if (fp8_upcast_needed(p)) return fp8_upcast_forward(a, p, ov);
   cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   if (p.batch == 0 || p.max_seq_q == 0 || p.heads_q == 0) return Status::Ok();
   if (p.max_seq_k == 0) {  // no keys: out 0, lse -inf (or the sink), on the rows seqused_q uses
@@ -410,12 +460,17 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
     la.p.split_blocks = int32_t((key_blocks + plan.kv_splits - 1) / plan.kv_splits);
   }
   if (!split.part) la.p.o_tma = cuda::encode_out_map(a, p, plan, &la) ? 1 : 0;
-  cudaError_t e = launch(p, plan, la);
+  Fp8Vt vt;
+  Status vs = p.fp8 && plan.dim_v > 128 ? vt.prepare(a, stream, &la) : Status::Ok();
+  cudaError_t e = vs.ok() ? launch(p, plan, la) : cudaSuccess;
   if (split.part) {
-    if (e == cudaSuccess) e = split.combine(a, p, stream);
+    if (vs.ok() && e == cudaSuccess) e = split.combine(a, p, stream);
     const cudaError_t f = cudaFreeAsync(split.part, stream);
     if (e == cudaSuccess) e = f;
   }
+  const cudaError_t f = vt.release(stream);
+  if (!vs.ok()) return vs;
+  if (e == cudaSuccess && f != cudaSuccess) return cuda_error("fp8 Vt scratch", f);
   return e == cudaSuccess ? Status::Ok() : cuda_error("forward kernel launch", e);
 }
 

@@ -62,7 +62,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // Packed GQA (pack_gqa.h): the ragged (paged) kernel with tiles of the g query heads of one
   // kv head, decided against the unpacked call's split-KV (dense batch-1 calls only).
   const int pack_block_m = sm90::ragged_tile(d).block_m;
-  const int pack_shift = split_dims || !feat_fits ? 0 : sm90::pack_gqa_shift(p.group, pack_block_m);
+  // (Not fp8 above 128: the dense kind is its only kernel there.)
+  const int pack_shift = split_dims || !feat_fits || (p.fp8 && d > 128) ? 0 : sm90::pack_gqa_shift(p.group, pack_block_m);
   bool pack = false;
   if (pack_shift > 0) {
     sm90::PackQuery q;

@@ -113,13 +113,35 @@ std::vector<CaseSpec> fp8_cases() {
   s.page_size = 64;
   s.seqused_k = true;
   v.push_back(s);
-  // Head dims above 128: the f16 kernels on upcast copies (fp8_upcast.h; Q carries q x k
-  // descales by sequence, the output rows v's): 256, 192, 192 / 128 with ragged q and k,
-  // paged (the pool upcast whole), seqused_q (rows past it keep their poison through the row
-  // scaling), sinks + softcap.
+  // 256 / 256, dense: the fp8 hdim-256 kernel on V transposed in global memory (fp8_vt.h):
+  // GQA with a KV prefix (bottom-right causal), full with seq_q < seq_k, MQA over several key
+  // blocks, keys not a multiple of 16 (the transpose's zero padding) or of 128 (TMA's), one
+  // key, f32 out, f16 out without LSE.
   s = F8(2, 333, 517, 4, 2, true, 43);
   s.dim_qk = s.dim_v = 256;
   v.push_back(s);
+  s = F8(1, 200, 1100, 8, 2, false, 49);
+  s.dim_qk = s.dim_v = 256;
+  v.push_back(s);
+  s = F8(1, 777, 777, 4, 1, true, 50);
+  s.dim_qk = s.dim_v = 256;
+  v.push_back(s);
+  s = F8(3, 129, 1, 4, 4, false, 51);
+  s.dim_qk = s.dim_v = 256;
+  v.push_back(s);
+  s = F8(2, 250, 263, 4, 2, true, 52);
+  s.dim_qk = s.dim_v = 256;
+  s.out_dtype = DType::f32;
+  v.push_back(s);
+  s = F8(2, 384, 384, 2, 2, false, 53);
+  s.dim_qk = s.dim_v = 256;
+  s.out_dtype = DType::f16;
+  s.lse = false;
+  v.push_back(s);
+  // Head dims above 128 otherwise: the f16 kernels on upcast copies (fp8_upcast.h; Q carries
+  // q x k descales by sequence, the output rows v's): 192, 192 / 128 with ragged q and k,
+  // paged 256 (the pool upcast whole), seqused_q (rows past it keep their poison through the
+  // row scaling), sinks + softcap.
   s = F8(2, 300, 400, 4, 2, false, 44);
   s.dim_qk = s.dim_v = 192;
   v.push_back(s);
@@ -202,32 +224,36 @@ TEST(GpuFp8Specs, ValidOnHost) {
 // P of block after block climbs toward 2^(offset + threshold) and every key sits near the top.
 // With offset + threshold above log2(448), P would saturate in e4m3 while the float32 row sum
 // kept growing, and O would be wrong by far more than the oracle allows.
+// Both fp8 kernels (head dims 128 and 256).
 TEST(GpuFp8Range, MaxGrowingJustUnderTheThreshold) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
-  constexpr int kBlock = 128, kBlocks = 12, kSk = kBlock * kBlocks;
-  CaseSpec s = F8(1, 64, kSk, 2, 1, false, 77);
-  s.lse = true;
-  Case c = testing::make_case(s);
-  // q = (16, 0, ...): logit of key j = scale qd kd 16 k_j[0]. k_j[0] = level of j's block
-  // (integers 0..11, exact in e4m3); one level = (threshold - 0.05) log2 units.
-  const double step_log2 = double(cuda::sm90::kFp8RescaleThreshold) - 0.05;
-  const double scale = 1.0 / std::sqrt(128.0);
-  const double dqk = step_log2 / std::log2(std::exp(1.0)) / (scale * 16.0);  // qd kd for one level per unit
-  auto* q = reinterpret_cast<__nv_fp8_e4m3*>(c.q.bytes.data());
-  auto* k = reinterpret_cast<__nv_fp8_e4m3*>(c.k.bytes.data());
-  for (int64_t i = 0; i < s.seq_q * s.heads_q; ++i)
-    for (int d = 0; d < 128; ++d) q[i * 128 + d] = __nv_fp8_e4m3(d == 0 ? 16.f : 0.f);
-  for (int64_t j = 0; j < kSk; ++j)
-    for (int d = 0; d < 128; ++d) k[j * 128 + d] = __nv_fp8_e4m3(d == 0 ? float(kBlocks - 1 - j / kBlock) : 0.f);
-  float* qd = reinterpret_cast<float*>(c.q_descale.bytes.data());
-  float* kd = reinterpret_cast<float*>(c.k_descale.bytes.data());
-  qd[0] = float(dqk);
-  kd[0] = 1.f;
-  // Q K^T has one non-zero term per logit: exact, so no accumulation term.
-  const testing::OracleResult r = run_fp8(s, c, 0.0);
-  printf("fp8 range edge: err %.2e naive %.2e (bound %.2e), P up to 2^%.2f\n", r.max_err, r.naive_err, r.bound,
-         cuda::sm90::kFp8POffset + step_log2);
-  EXPECT_TRUE(r.failure.empty()) << r.failure;
+  for (const int dim : {128, 256}) {
+    constexpr int kBlock = 128, kBlocks = 12, kSk = kBlock * kBlocks;
+    CaseSpec s = F8(1, 64, kSk, 2, 1, false, 77);
+    s.dim_qk = s.dim_v = dim;
+    s.lse = true;
+    Case c = testing::make_case(s);
+    // q = (16, 0, ...): logit of key j = scale qd kd 16 k_j[0]. k_j[0] = level of j's block
+    // (integers 0..11, exact in e4m3); one level = (threshold - 0.05) log2 units.
+    const double step_log2 = double(cuda::sm90::kFp8RescaleThreshold) - 0.05;
+    const double scale = 1.0 / std::sqrt(double(dim));
+    const double dqk = step_log2 / std::log2(std::exp(1.0)) / (scale * 16.0);  // qd kd for one level per unit
+    auto* q = reinterpret_cast<__nv_fp8_e4m3*>(c.q.bytes.data());
+    auto* k = reinterpret_cast<__nv_fp8_e4m3*>(c.k.bytes.data());
+    for (int64_t i = 0; i < s.seq_q * s.heads_q; ++i)
+      for (int d = 0; d < dim; ++d) q[i * dim + d] = __nv_fp8_e4m3(d == 0 ? 16.f : 0.f);
+    for (int64_t j = 0; j < kSk; ++j)
+      for (int d = 0; d < dim; ++d) k[j * dim + d] = __nv_fp8_e4m3(d == 0 ? float(kBlocks - 1 - j / kBlock) : 0.f);
+    float* qd = reinterpret_cast<float*>(c.q_descale.bytes.data());
+    float* kd = reinterpret_cast<float*>(c.k_descale.bytes.data());
+    qd[0] = float(dqk);
+    kd[0] = 1.f;
+    // Q K^T has one non-zero term per logit: exact, so no accumulation term.
+    const testing::OracleResult r = run_fp8(s, c, 0.0);
+    printf("fp8 range edge, hdim %d: err %.2e naive %.2e (bound %.2e), P up to 2^%.2f\n", dim, r.max_err,
+           r.naive_err, r.bound, cuda::sm90::kFp8POffset + step_log2);
+    EXPECT_TRUE(r.failure.empty()) << "hdim " << dim << ": " << r.failure;
+  }
 }
 
 }  // namespace

@@ -142,8 +142,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       ptx::mbar_init(sm.v_full(s), fills);
       ptx::mbar_init(sm.k_empty(s), 4 * Cfg::kWGs);
       // fp8: the V stage is read by the 3 transposer warps; the consumers read Vt.
-      ptx::mbar_init(sm.v_empty(s), Cfg::kFp8 ? 3 : 4 * Cfg::kWGs);
-      if constexpr (Cfg::kFp8) {
+      ptx::mbar_init(sm.v_empty(s), Cfg::Smem::kVt ? 3 : 4 * Cfg::kWGs);
+      if constexpr (Cfg::Smem::kVt) {
         ptx::mbar_init(sm.pv_full(s), 3);
         ptx::mbar_init(sm.pv_empty(s), 4 * Cfg::kWGs);
       }
@@ -164,8 +164,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if constexpr (Cfg::kPagedTeam) {
         if (p.paged_mode == kPagedGather) ptx::cp_async_wait_all();
       }
-    } else if (Cfg::kFp8 && tid >= 32) {
-      if constexpr (Cfg::kFp8) transposer_loop<Cfg>(p, sm, tid / 32 - 1, tid % 32);
+    } else if (Cfg::Smem::kVt && tid >= 32) {
+      if constexpr (Cfg::Smem::kVt) transposer_loop<Cfg>(p, sm, tid / 32 - 1, tid % 32);
     }
   } else {
     ptx::setmaxnreg_inc<Cfg::kTile.consumer_regs>();

@@ -36,6 +36,11 @@ struct KernelConfig {
   static constexpr int kElemBytes = kFp8 ? 1 : 2;
   static constexpr int kChunkCols = 128 / kElemBytes;  // elements per chunk
   static constexpr int kChunks = kHeadDim / kChunkCols, kChunksV = kHeadDimV / kChunkCols;
+  // fp8 above head dim 128: V comes pre-transposed from global memory (fp8_vt.h: Vt, keys
+  // permuted as fp8.cuh's transposer does), one TMA box per 128-key block straight into the
+  // ring P V reads; no transposer warps. The in-kernel transposer needs registers the
+  // hdim-256 consumers (O 128 + S 64 + P 16) leave no room for: at 24 / 240 it spilled.
+  static constexpr bool kVtGlobal = kFp8 && kHeadDimV > 128;
   // Paged producer-team modes (lanes / gather, page_math.h PagedMode) compiled in.
   // Not fp8 (its producer warpgroup's warps 1..3 transpose V; the paged fp8 kernel issues
   // TMA boxes from one thread).
@@ -52,7 +57,7 @@ struct KernelConfig {
   static constexpr int kQStages = kTile.q_stages;
   static constexpr int kWGs = kTile.consumer_wgs;
   static constexpr int kThreads = 128 * (kWGs + 1);
-  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages, kHeadDimV, kElemBytes>;
+  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages, kHeadDimV, kElemBytes, kFp8 && !kVtGlobal>;
   static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
   // Dynamic tile assignment compiled in (used when FwdParams::tile_counter is set): the
   // kernels with the sectioned LPT schedule (scheduler.cuh DynamicTiles).
@@ -74,6 +79,7 @@ struct KernelConfig {
   static_assert(kBlockN % 16 == 0 && kHeadDim % kChunkCols == 0 && kHeadDimV % kChunkCols == 0,
                 "wgmma k16 steps / 128B chunks");
   static_assert(!kFp8 || (kBlockN % 128 == 0 && !kPagedTeam), "fp8: Vt rows of 128 keys; paged K/V by TMA boxes");
+  static_assert(!kVtGlobal || (kKind_ == Kernel::dense && kBlockN == 128), "fp8 Vt from global memory: the dense kind, one box per block");
   static_assert(kHeadDimV == kHeadDim || kRagged, "split head dims run the ragged kernels only");
   static_assert(!kPack || kHeadDimV == kHeadDim, "packed GQA: equal q / v head dims");
 };

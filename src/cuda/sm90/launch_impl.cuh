@@ -101,16 +101,20 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
   constexpr int D = kHeadDim, DV = kHeadDimV;
   if constexpr (kIn == InType::e4m3) {
     // One tile for every fp8 kind (tile_size.h fp8_tile); the feature kind runs on the ragged
-    // one (which takes dense layouts too).
-    switch (a.kernel) {
-      case Kernel::dense: return launch_cfg<KernelConfig<T, D, DV, Kernel::dense>>(a);
-      case Kernel::feature:
-      case Kernel::ragged: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged>>(a);
-      case Kernel::paged: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged>>(a);
-      case Kernel::ragged_packed: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged_packed>>(a);
-      case Kernel::paged_packed: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged_packed>>(a);
+    // one (which takes dense layouts too). Above 128: the dense kind alone (kVtGlobal).
+    if constexpr (D > 128) {
+      return a.kernel == Kernel::dense ? launch_cfg<KernelConfig<T, D, DV, Kernel::dense>>(a) : cudaErrorInvalidValue;
+    } else {
+      switch (a.kernel) {
+        case Kernel::dense: return launch_cfg<KernelConfig<T, D, DV, Kernel::dense>>(a);
+        case Kernel::feature:
+        case Kernel::ragged: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged>>(a);
+        case Kernel::paged: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged>>(a);
+        case Kernel::ragged_packed: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged_packed>>(a);
+        case Kernel::paged_packed: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged_packed>>(a);
+      }
+      return cudaErrorInvalidValue;
     }
-    return cudaErrorInvalidValue;
   } else if constexpr (D != DV) {  // split head dims: the ragged kinds only
     switch (a.kernel) {
       case Kernel::ragged: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged>>(a);

@@ -65,8 +65,14 @@ struct Producer {
   __device__ void load_v(const FwdParams& p, int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.v_empty(vs.stage), vs.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.v_full(vs.stage), Smem::kVBytes);
-    load_box<Cfg::kChunksV>(p, sm.v(vs.stage), tm_v, sm.v_full(vs.stage), Cfg::kBlockN, int32_t(n_block * Cfg::kBlockN),
-                            int32_t(hk), int32_t(b));
+    if constexpr (Cfg::kVtGlobal) {
+      // tm_v maps Vt (batch, heads_kv, kHeadDimV rows, keys) column-addressed (fp8_vt.h): the
+      // block's 128 keys of every row, [kHeadDimV rows][128 B], keys past the end zero-filled.
+      ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), int32_t(n_block * Cfg::kBlockN), 0, 0, hk, b);
+    } else {
+      load_box<Cfg::kChunksV>(p, sm.v(vs.stage), tm_v, sm.v_full(vs.stage), Cfg::kBlockN,
+                              int32_t(n_block * Cfg::kBlockN), int32_t(hk), int32_t(b));
+    }
     vs.advance();
   }
   // Feature kernel (ragged rows): the same loads at explicit token-row coordinates.

@@ -8,11 +8,13 @@
 namespace longattn::cuda::sm90 {
 
 // kHeadDim: q / k head dim; kHeadDimV: v's (192 / 128 for DeepSeek-style heads); kElemBytes:
-// 2 (bf16 / f16) or 1 (e4m3, which also gets a Vt ring: kHeadDimV rows x kBlockN keys).
+// 2 (bf16 / f16) or 1 (e4m3). kVt: a Vt ring (kHeadDimV rows x kBlockN keys) beside the V ring,
+// which the fp8 kernels' transposer fills; without it (16-bit, or fp8 with V transposed in
+// global memory: kernel_config.cuh kVtGlobal) P V reads the V ring itself.
 template <int kHeadDim, int kBlockM, int kBlockN, int kStages, int kQStages, int kHeadDimV = kHeadDim,
-          int kElemBytes = 2>
+          int kElemBytes = 2, bool kVtRing = kElemBytes == 1>
 struct SmemLayout {
-  static constexpr bool kVt = kElemBytes == 1;
+  static constexpr bool kVt = kVtRing;
   static constexpr int kQBytes = kBlockM * kHeadDim * kElemBytes;
   static constexpr int kKBytes = kBlockN * kHeadDim * kElemBytes;   // one K stage
   static constexpr int kVBytes = kBlockN * kHeadDimV * kElemBytes;  // one V stage (and one Vt stage)
@@ -36,8 +38,9 @@ struct SmemLayout {
   __device__ uint64_t* k_empty(int s) const { return bars() + 2 * kQStages + kStages + s; }
   __device__ uint64_t* v_full(int s) const { return bars() + 2 * kQStages + 2 * kStages + s; }
   __device__ uint64_t* v_empty(int s) const { return bars() + 2 * kQStages + 3 * kStages + s; }
-  // The operand P V reads and its ring: V itself (16-bit kernels: MN-major), or its transposed
-  // copy Vt (fp8: the B operand of an fp8 wgmma must be K-major).
+  // The operand P V reads and its ring: V itself (16-bit kernels: MN-major; fp8 kVtGlobal: the
+  // pre-transposed Vt), or the transposed copy Vt (fp8: the B operand of an fp8 wgmma must be
+  // K-major).
   __device__ uint8_t* pv(int s) const { return kVt ? base + kVtOff + s * kVBytes : v(s); }
   __device__ uint64_t* pv_full(int s) const { return kVt ? bars() + 2 * kQStages + 4 * kStages + s : v_full(s); }
   __device__ uint64_t* pv_empty(int s) const { return kVt ? bars() + 2 * kQStages + 5 * kStages + s : v_empty(s); }

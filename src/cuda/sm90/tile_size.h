@@ -115,8 +115,11 @@ constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
 // its P V. Shared memory (hdim 128): 2 Q + 3 x (K + V + Vt) of 16 KB = 176 KB. Registers: S 64
 // + P 16 + O 64 per consumer thread, so the split favours the producer warpgroup, whose warps
 // 1..3 transpose V (fp8.cuh; two steps in flight spilled at 40): 56 / 224.
+// hdim 256 (the dense kind only; V pre-transposed in global memory, kernel_config.cuh
+// kVtGlobal): no transposer warps, so 24 / 240 as the 16-bit hdim-256 tile (S 64 + P 16 + O
+// 128 per consumer thread) and its global schedule; 32 KB Q + 2 x (K + Vt) of 32 KB = 160 KB.
 constexpr TileConfig fp8_tile(Kernel, int head_dim, int) {
-  return head_dim <= 128 ? TileConfig{128, 128, 3, 2, 56, 224, 2} : TileConfig{128, 128, 2, 2, 56, 224, 1};
+  return head_dim <= 128 ? TileConfig{128, 128, 3, 2, 56, 224, 2} : TileConfig{128, 128, 2, 2, 24, 240, 1, false};
 }
 
 // The compiled head dims (launch_<dtype>_hdim<d>.cu) that serve q / k dim d and v dim dv: the
@@ -126,8 +129,10 @@ constexpr TileConfig fp8_tile(Kernel, int head_dim, int) {
 struct HeadDims {
   int qk = 0, v = 0;
 };
+// fp8: 128 (narrower dims zero-filled) and exactly 256 / 256 (the dense kind only: the host
+// runs other fp8 calls at these dims on the f16 kernels, forward_sm90.cpp fp8_upcast_needed).
 constexpr HeadDims kernel_dims(int d, int dv, bool fp8) {
-  if (fp8) return d <= 128 && dv <= 128 ? HeadDims{128, 128} : HeadDims{};
+  if (fp8) return d <= 128 && dv <= 128 ? HeadDims{128, 128} : d == 256 && dv == 256 ? HeadDims{256, 256} : HeadDims{};
   constexpr HeadDims kCompiled[] = {{64, 64}, {128, 128}, {192, 128}, {192, 192}, {256, 256}};
   for (const HeadDims& k : kCompiled)
     if (d <= k.qk && dv <= k.v) return k;
