@@ -68,7 +68,7 @@ Status check_supported(const Args& a, const Problem& p) {
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16 && !p.fp8)
     return not_yet(std::string("q dtype ") + dtype_name(p.in_dtype));
   // Head dims: any multiple of 8 that a compiled kernel holds (tile_size.h kernel_dims: 64,
-  // 128, 192 / 128, 192, 256; fp8 128), narrower ones with zero-filled columns.
+  // 128, 192 / 128, 192, 256; fp8 128 and 256 / 256), narrower ones with zero-filled columns.
   const std::string dims = std::to_string(p.dim_qk) + " / " + std::to_string(p.dim_v);
   if (p.dim_qk % 8 != 0 || p.dim_v % 8 != 0)
     return not_yet("head dims " + dims + " (q / k and v: multiples of 8)");
