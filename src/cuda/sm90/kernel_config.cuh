@@ -40,7 +40,7 @@ struct KernelConfig {
   // permuted as fp8.cuh's transposer does), one TMA box per 128-key block straight into the
   // ring P V reads; no transposer warps. The in-kernel transposer needs registers the
   // hdim-256 consumers (O 128 + S 64 + P 16) leave no room for: at 24 / 240 it spilled.
-  static constexpr bool kVtGlobal = kFp8 && kHeadDimV > 128;
+  static constexpr bool kVtGlobal = kFp8 && fp8_vt_global(kKind_, kHeadDimV_);
   // Paged producer-team modes (lanes / gather, page_math.h PagedMode) compiled in.
   // Not fp8 (its producer warpgroup's warps 1..3 transpose V; the paged fp8 kernel issues
   // TMA boxes from one thread).
@@ -80,6 +80,7 @@ struct KernelConfig {
                 "wgmma k16 steps / 128B chunks");
   static_assert(!kFp8 || (kBlockN % 128 == 0 && !kPagedTeam), "fp8: Vt rows of 128 keys; paged K/V by TMA boxes");
   static_assert(!kVtGlobal || (kKind_ == Kernel::dense && kBlockN == 128), "fp8 Vt from global memory: the dense kind, one box per block");
+  static_assert(!kFp8 || kHeadDimV <= 128 || kVtGlobal, "fp8 above 128: no room for the transposer");
   static_assert(kHeadDimV == kHeadDim || kRagged, "split head dims run the ragged kernels only");
   static_assert(!kPack || kHeadDimV == kHeadDim, "packed GQA: equal q / v head dims");
 };

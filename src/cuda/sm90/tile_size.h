@@ -122,6 +122,10 @@ constexpr TileConfig fp8_tile(Kernel, int head_dim, int) {
   return head_dim <= 128 ? TileConfig{128, 128, 3, 2, 56, 224, 2} : TileConfig{128, 128, 2, 2, 24, 240, 1, false};
 }
 
+// fp8 kernels whose V comes transposed from global memory (kernel_config.cuh kVtGlobal,
+// fp8_vt.h) instead of the in-kernel transposer: hdim 256 (the dense kind, its only one there).
+constexpr bool fp8_vt_global(Kernel k, int head_dim_v) { return k == Kernel::dense && head_dim_v > 128; }
+
 // The compiled head dims (launch_<dtype>_hdim<d>.cu) that serve q / k dim d and v dim dv: the
 // cheapest (qk + v) with qk >= d and v >= dv. Narrower dims run there on column-addressed
 // tensor maps whose missing columns TMA fills with zeros (tensor_map.h col_chunks): Q K^T
