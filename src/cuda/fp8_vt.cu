@@ -4,48 +4,57 @@
 namespace longattn::cuda {
 namespace {
 
-constexpr int kKeys = 64;      // keys per block (4 groups of 16)
-constexpr int kThreads = 256;  // one output row (a head-dim column of V) per thread and 256 columns
+constexpr int kKeys = 128;  // keys per block: 8 groups of 16
 
-// Block (key tile, head, batch): 64 keys x dim bytes through shared memory. Loads: 16 bytes
-// per thread and row segment (coalesced rows of V); stores: one Vt row (a column d of V) per
-// thread, its 64 keys as four 16-byte stores.
-__global__ void __launch_bounds__(kThreads) transpose_v_kernel(const uint8_t* __restrict__ v, int64_t sb, int64_t ss,
-                                                              int64_t sh, int32_t seq_k, int32_t dim, int32_t heads,
-                                                              int64_t keys_pad, int32_t tiles, uint8_t* __restrict__ vt) {
-  extern __shared__ uint4 tile4[];  // [kKeys][dim + 16] bytes: the pad spreads a column's rows over banks
+// A 4 x 4 byte transpose: out[j] = (a_j, b_j, c_j, d_j).
+__device__ __forceinline__ void transpose4x4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t (&out)[4]) {
+  const uint32_t ab_lo = __byte_perm(a, b, 0x5140), ab_hi = __byte_perm(a, b, 0x7362);
+  const uint32_t cd_lo = __byte_perm(c, d, 0x5140), cd_hi = __byte_perm(c, d, 0x7362);
+  out[0] = __byte_perm(ab_lo, cd_lo, 0x5410);
+  out[1] = __byte_perm(ab_lo, cd_lo, 0x7632);
+  out[2] = __byte_perm(ab_hi, cd_hi, 0x5410);
+  out[3] = __byte_perm(ab_hi, cd_hi, 0x7632);
+}
+
+// Block (batch x key tile, head): 128 keys x dim bytes through shared memory, 2 dim threads.
+// Loads: 16 bytes per thread and row segment (coalesced rows of V). Then thread (g, q) (g: the
+// 16-key group, q: 4 columns of V) reads its 16 keys' 4-byte words (a warp reads 32
+// consecutive words of one row: no bank conflict), and each 4 x 4 byte transpose of keys (2t,
+// 2t + 1, 8 + 2t, 9 + 2t) gives word t of its 4 Vt rows (the permutation of sm90/fp8.cuh):
+// four 16-byte stores.
+__global__ void transpose_v_kernel(const uint8_t* __restrict__ v, int64_t sb, int64_t ss, int64_t sh, int32_t seq_k,
+                                   int32_t dim, int32_t heads, int64_t keys_pad, int32_t tiles,
+                                   uint8_t* __restrict__ vt) {
+  extern __shared__ uint4 tile4[];  // [kKeys][dim + 16] bytes
   uint8_t* tile = reinterpret_cast<uint8_t*>(tile4);
-  const int32_t pitch = dim + 16;
+  const int32_t pitch = dim + 16, segs = dim / 16, nthreads = int32_t(blockDim.x);
   const int32_t b = int32_t(blockIdx.x / unsigned(tiles)), h = int32_t(blockIdx.y);
   const int64_t k0 = int64_t(blockIdx.x - unsigned(b) * unsigned(tiles)) * kKeys;
   const uint8_t* src = v + b * sb + h * sh;
-  const int32_t segs = dim / 16;
-  for (int32_t i = threadIdx.x; i < kKeys * segs; i += kThreads) {
+  for (int32_t i = threadIdx.x; i < kKeys * segs; i += nthreads) {
     const int32_t r = i / segs, s = i - r * segs;
     uint4 x = make_uint4(0, 0, 0, 0);
     if (k0 + r < seq_k) x = *reinterpret_cast<const uint4*>(src + (k0 + r) * ss + s * 16);
     *reinterpret_cast<uint4*>(tile + r * pitch + s * 16) = x;
   }
   __syncthreads();
-  uint8_t* dst = vt + ((int64_t(b) * heads + h) * dim) * keys_pad + k0;
-  for (int32_t d = threadIdx.x; d < dim; d += kThreads) {
+  const int32_t quads = dim / 4, q = int32_t(threadIdx.x) % quads, g = int32_t(threadIdx.x) / quads;
+  if (k0 + 16 * g >= keys_pad) return;
+  uint32_t w[16];
 #pragma unroll
-    for (int g = 0; g < kKeys / 16; ++g) {
-      if (k0 + 16 * g >= keys_pad) break;
-      uint32_t w[4];
+  for (int i = 0; i < 16; ++i) w[i] = *reinterpret_cast<const uint32_t*>(tile + (16 * g + i) * pitch + 4 * q);
+  uint32_t rows[4][4];  // [Vt row j][word t]
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        uint32_t word = 0;
+  for (int t = 0; t < 4; ++t) {
+    uint32_t out[4];
+    transpose4x4(w[2 * t], w[2 * t + 1], w[8 + 2 * t], w[9 + 2 * t], out);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int key = 16 * g + 8 * (i / 2) + 2 * t + i % 2;  // column 4 t + i of the group
-          word |= uint32_t(tile[key * pitch + d]) << (8 * i);
-        }
-        w[t] = word;
-      }
-      *reinterpret_cast<uint4*>(dst + int64_t(d) * keys_pad + 16 * g) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
+    for (int j = 0; j < 4; ++j) rows[j][t] = out[j];
   }
+  uint8_t* dst = vt + ((int64_t(b) * heads + h) * dim + 4 * q) * keys_pad + k0 + 16 * g;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    *reinterpret_cast<uint4*>(dst + j * keys_pad) = make_uint4(rows[j][0], rows[j][1], rows[j][2], rows[j][3]);
 }
 
 }  // namespace
@@ -57,10 +66,10 @@ cudaError_t launch_transpose_v_e4m3(const Tensor& v, uint8_t* vt, cudaStream_t s
   // Grid x: (batch, key tile), y: heads (fp8_vt_fits).
   if (dim > 256 || dim % 16 != 0 || !fp8_vt_fits(batch, seq_k, heads)) return cudaErrorInvalidValue;
   const dim3 grid(unsigned(batch * tiles), unsigned(heads));
-  const size_t smem = size_t(kKeys) * size_t(dim + 16);  // <= 17 KB
-  transpose_v_kernel<<<grid, kThreads, smem, stream>>>(static_cast<const uint8_t*>(v.data), v.stride[0], v.stride[1],
-                                                       v.stride[2], int32_t(seq_k), int32_t(dim), int32_t(heads),
-                                                       keys_pad, int32_t(tiles), vt);
+  const size_t smem = size_t(kKeys) * size_t(dim + 16);  // <= 34 KB
+  transpose_v_kernel<<<grid, unsigned(2 * dim), smem, stream>>>(static_cast<const uint8_t*>(v.data), v.stride[0],
+                                                                v.stride[1], v.stride[2], int32_t(seq_k), int32_t(dim),
+                                                                int32_t(heads), keys_pad, int32_t(tiles), vt);
   return cudaGetLastError();
 }
 

@@ -17,10 +17,10 @@ namespace longattn::cuda {
 
 constexpr int64_t vt_keys_pad(int64_t seq_k) { return (seq_k + 15) / 16 * 16; }
 
-// The transpose's grid (blocks of 64 keys of one (sequence, head)) in CUDA's limits: else the
+// The transpose's grid (blocks of 128 keys of one (sequence, head)) in CUDA's limits: else the
 // call takes the upcast path (forward_sm90.cpp).
 constexpr bool fp8_vt_fits(int64_t batch, int64_t seq_k, int64_t heads_kv) {
-  return heads_kv <= 65535 && batch * ((vt_keys_pad(seq_k) + 63) / 64) <= 0x7fffffff;
+  return heads_kv <= 65535 && batch * ((vt_keys_pad(seq_k) + 127) / 128) <= 0x7fffffff;
 }
 
 // vt (device, batch x heads_kv x dim x vt_keys_pad(seq_k) bytes) from v: e4m3 (batch, seq_k,
