@@ -302,23 +302,11 @@ def measure_overhead(dev, small, token_list, strict):
         t1 = timed(lambda: longattn.forward(q, k, v, causal=True), dev, reps)
         flops = 2.0 * n * (n + 1) / 2 * h * 2 * d
         print(f"  {n} tokens: one call {t1 * 1e3:.2f} ms ({flops / t1 / 1e12:.0f} TFLOP/s, causal counts half)")
-        # "all_gather_kv unpaired": the default kv_groups with a segment's two query chunks as two
-        # calls (the dense kind) instead of one PairCall (the ragged kind through the kvcache
-        # arguments): which of the two the shipped plan should use.
         variants = [("ring", None)] + [("all_gather_kv", gr) for gr in (1, 2, 4) if hk % gr == 0]
-        variants.append(("all_gather_kv unpaired", 2))
         for world in (2, 4, 8):
             for method, groups in variants:
-                unpaired = method.endswith("unpaired")
-                sim = Simulation(q, k, v, world, method=method.split()[0], causal=True, kv_groups=groups,
-                                 return_lse=False)
-                pair_chunks = P.pair_chunks
-                if unpaired:
-                    P.pair_chunks = lambda calls, segs, single_only=False: tuple(calls)
-                try:
-                    per = [timed(lambda r=r: sim.run_rank(r), dev, reps) for r in range(world)]
-                finally:
-                    P.pair_chunks = pair_chunks
+                sim = Simulation(q, k, v, world, method=method, causal=True, kv_groups=groups, return_lse=False)
+                per = [timed(lambda r=r: sim.run_rank(r), dev, reps) for r in range(world)]
                 total, slow = sum(per), max(per) * world
                 rows.append((n, world, method, groups, t1, total, slow))
                 del sim
@@ -332,7 +320,7 @@ def measure_overhead(dev, small, token_list, strict):
         over = total / t1 - 1
         print(f"  | {n // 1024}k | {world} | {method} | {groups or '-'} | {t1 * 1e3:.2f} | {total * 1e3:.2f} | "
               f"{over * 100:+.1f}% | {(slow / t1 - 1) * 100:+.1f}% |")
-        if groups in (None, 2) and not method.endswith("unpaired"):  # the defaults
+        if groups in (None, 2):  # the defaults
             worst = max(worst, over)
     met = worst <= 0.05
     print(f"\n  default configurations: worst split overhead {worst * 100:+.1f}% "

@@ -68,16 +68,14 @@ def test_simulated_ranks_match_the_single_call(world, method):
 
 
 @pytest.mark.parametrize("return_lse", [False, True])
-def test_simulated_dense_batch_pairs_the_zigzag_chunks(return_lse):
-    """all_gather_kv on a dense batch of 2, GQA in two kv groups: the two zigzag chunks run as
-    one kvcache-style call (_plan.PairCall) without LSE, as two calls with it (no strided
-    view of the LSE spans both); both equal the single call."""
+def test_simulated_dense_batch_in_kv_groups(return_lse):
+    """all_gather_kv on a dense batch of 2, GQA in two kv groups, q contiguous or with a batch
+    stride that is not the rows' (a slice of a longer buffer): equals the single call."""
     world, n = 3, 2 * 3 * 5
     g = torch.Generator().manual_seed(11)
     q, k, v = (torch.randn(s, generator=g) for s in ((2, n, 4, 16), (2, n, 2, 16), (2, n, 2, 16)))
     want, want_lse = longattn.forward(q, k, v, causal=True, return_lse=True, num_threads=1)
-    # q as given, and q whose batch stride is not 2c rows (a slice of a longer buffer: the two
-    # calls instead of the pair).
+    # q as given, and q whose batch stride is not 2c rows.
     for qx in (q, None):
         sim = Simulation(q, k, v, world, method="all_gather_kv", causal=True, kv_groups=2,
                          return_lse=return_lse, num_threads=1)

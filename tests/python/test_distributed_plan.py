@@ -97,34 +97,6 @@ def test_plan_zigzag_causal_is_balanced_and_unmasked():
         assert len(set(work)) == 1, (method, work)
 
 
-def test_pair_chunks_merges_both_zigzag_chunks():
-    """all_gather_kv zigzag causal: a rank's two query chunks become one PairCall whose key
-    ranges are the two calls' (chunk r: keys [0, (r+1) c), chunk 2W-1-r: [0, (2W-r) c)); with a
-    window both start past key 0 (cache_leftpad); an LSE over a batch of 2 sequences keeps the
-    two calls; a call that trims rows is never paired."""
-    world, c = 4, 8
-    for rank in range(world):
-        for nb, single_only, paired in ((1, True, True), (2, False, True), (2, True, False)):
-            seg = tuple(P.segments("zigzag", world, nb, [2 * c]))
-            calls = P.all_gather_calls("zigzag", rank, world, seg, True, (-1, -1))
-            got = P.pair_chunks(calls, seg, single_only=single_only)
-            if not paired:
-                assert got == tuple(calls)
-                continue
-            (pc,) = got
-            assert isinstance(pc, P.PairCall) and pc.mask == P.Mask(causal=True)
-            assert pc.k0 == (0, 0) and pc.k1 == ((rank + 1) * c, (2 * world - rank) * c)
-    seg = tuple(P.segments("zigzag", world, 1, [2 * c]))
-    (pc,) = P.pair_chunks(P.all_gather_calls("zigzag", 2, world, seg, True, (5, -1)), seg)
-    assert pc.k0 == (2 * c - 5, 5 * c - 5) and pc.k1 == (3 * c, 6 * c) and pc.mask == P.Mask(causal=True, window=(5, -1))
-    # Rank 0: its first chunk starts at key 0 (the band is expressed alike on fewer keys).
-    (pc,) = P.pair_chunks(P.all_gather_calls("zigzag", 0, world, seg, True, (5, -1)), seg)
-    assert pc.k0 == (0, 7 * c - 5) and pc.k1 == (c, 8 * c)
-    # Not causal: the two chunks already share one call over the same keys (no pair).
-    calls = P.all_gather_calls("zigzag", 1, world, seg, False, (-1, -1))
-    assert len(calls) == 1 and P.pair_chunks(calls, seg) == tuple(calls)
-
-
 def test_block_expresses_offsets_with_trimming():
     # Keys entirely after the queries: nothing visible under causal.
     assert P.block(0, 4, 4, 4, -P.INF, 0) is None

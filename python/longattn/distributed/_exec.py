@@ -139,46 +139,6 @@ class _Guard:
         return False
 
 
-def _pair_call(p: RankProblem, pc: P.PairCall, seg: P.Segment, idx, q, k, v, out, lse, heads, sinks):
-    """One PairCall: q / out rows [0, 2c) of the segment as 2 nb sequences of c rows (a view:
-    a sequence's two chunks are adjacent), keys of the gathered sequences (nb, W local_len)
-    read through the kvcache row / slot arguments `idx` (_pair_index); query heads `heads`
-    (a kv group's). `lse` (nb = 1): the (1, heads, 2c) view becomes (2, heads, c)."""
-    c, nb = seg.chunk, seg.nb
-    qv, ov = q_view(q, p, seg, 0, 2 * c, heads), q_view(out, p, seg, 0, 2 * c, heads)
-    lv = None
-    if lse is not None:
-        lv = lse_view(lse, p, seg, 0, 2 * c, heads)[0].unflatten(1, (2, c)).permute(1, 0, 2)
-    m = pc.mask
-    batch_idx, leftpad, seqlens = idx
-    _core.forward(
-        qv.view(2 * nb, c, *qv.shape[2:]), k, v, out=ov.view(2 * nb, c, *ov.shape[2:]), lse=lv,
-        causal=m.causal, top_left=m.top_left, window_size=m.window, softcap=p.softcap,
-        softmax_scale=p.softmax_scale, sinks=sinks if pc.sinks else None, backend=p.backend,
-        num_threads=p.num_threads, cache_batch_idx=batch_idx, cache_leftpad=leftpad, seqused_k=seqlens,
-    )
-
-
-_PAIR_CACHE = {}
-
-
-def _pair_index(pc: P.PairCall, nb: int, device):
-    """int32 (2 nb) cache_batch_idx, cache_leftpad (None when both chunks start at key 0) and
-    cache_seqlens of a PairCall on `device` (cached: one host-to-device copy per geometry)."""
-    t = _torch()
-    key = (nb, pc.k0, pc.k1, str(device))
-    hit = _PAIR_CACHE.get(key)
-    if hit is None:
-        i32 = dict(dtype=t.int32, device=device)
-        hit = (t.tensor([b for b in range(nb) for _ in range(2)], **i32),
-               t.tensor(list(pc.k0) * nb, **i32) if any(pc.k0) else None,
-               t.tensor(list(pc.k1) * nb, **i32))
-        if len(_PAIR_CACHE) > 64:
-            _PAIR_CACHE.clear()
-        _PAIR_CACHE[key] = hit
-    return hit
-
-
 # ----------------------------------------------------------------------------- all_gather_kv
 
 _PERM_CACHE = {}
@@ -225,11 +185,6 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
     kp, vp = packed(k, p), packed(v, p)
     dim, dim_v = k.shape[-1], v.shape[-1]
     calls = P.all_gather_calls(p.layout, p.rank, p.world, tuple(p.segs), p.causal, p.window)
-    # A pair views a dense segment's q / out (nb, 2c, ...) as (2 nb, c, ...): q's batch stride must
-    # be 2c rows (out is allocated contiguous here); an LSE output of nb > 1 has no such view.
-    viewable = p.ragged or q.shape[0] == 1 or q.stride(0) == q.shape[1] * q.stride(1)
-    if p.descales is None:  # fp8: no pairs (the pair call runs through the kvcache path)
-        calls = P.pair_chunks(calls, p.segs, single_only=lse is not None or not viewable)
     ranks_idx, toks_idx = global_order(p, q.device)
     with _Guard() as guard:
         guard.pending = comm.all_gather_start(pack_kv(kp, vp, 0, hkg), (0, hkg))
@@ -246,13 +201,6 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
             for c in calls:
                 seg = p.segs[c.seg]
                 lg = p.world * seg.local_len
-                if isinstance(c, P.PairCall):
-                    _pair_call(
-                        p, c, seg, _pair_index(c, seg.nb, q.device), q,
-                        packed_rows(kg, seg, lg, p.world, 0, lg), packed_rows(vg, seg, lg, p.world, 0, lg),
-                        out, lse, qh, sinks,
-                    )
-                    continue
                 _call(
                     p, c,
                     q_view(q, p, seg, c.q0, c.q1, qh),

@@ -217,43 +217,6 @@ def all_gather_calls(layout: str, rank: int, world: int, segs: Tuple[Segment, ..
     return tuple(calls)
 
 
-@dataclass(frozen=True)
-class PairCall:
-    """Both query chunks of a zigzag segment in one call (all_gather_kv): the segment's nb
-    sequences become 2 nb sequences of c query rows (rows [0, c) then [c, 2c) of each), and
-    chunk i reads key rows [k0[i], k1[i]) of its sequence in global order through the kvcache
-    arguments (cache_batch_idx: the sequence, cache_leftpad: k0, cache_seqlens: k1), one mask
-    for both (masks align to each chunk's own key count). One kernel instead of two: its tiles
-    share the waves, which the tail of each smaller call leaves partly empty."""
-
-    seg: int
-    k0: Tuple[int, int]
-    k1: Tuple[int, int]
-    mask: Mask
-    sinks: bool
-
-
-def pair_chunks(calls: Sequence[Call], segs: Sequence[Segment], single_only: bool = False) -> Tuple[object, ...]:
-    """all_gather_kv calls with each segment's two whole query chunks merged into a PairCall
-    where they share the mask and the sinks; other calls unchanged. single_only: only
-    segments of one sequence (an LSE output of nb > 1 sequences has no strided view of the
-    2 nb chunks: its heads sit between a sequence's two chunks)."""
-    out: List[object] = []
-    i = 0
-    while i < len(calls):
-        x = calls[i]
-        y = calls[i + 1] if i + 1 < len(calls) else None
-        c = segs[x.seg].chunk
-        if (y is not None and y.seg == x.seg and (x.q0, x.q1, y.q0, y.q1) == (0, c, c, 2 * c)
-                and x.mask == y.mask and x.sinks == y.sinks and not (single_only and segs[x.seg].nb > 1)):
-            out.append(PairCall(x.seg, (x.k0, y.k0), (x.k1, y.k1), x.mask, x.sinks))
-            i += 2
-        else:
-            out.append(x)
-            i += 1
-    return tuple(out)
-
-
 @lru_cache(maxsize=64)
 def ring_steps(layout: str, rank: int, world: int, segs: Tuple[Segment, ...], causal: bool,
                window: Tuple[int, int]) -> Tuple[Tuple[Tuple[Call, ...], ...], int]:
