@@ -138,6 +138,12 @@ std::vector<CaseSpec> fp8_cases() {
   s.out_dtype = DType::f16;
   s.lse = false;
   v.push_back(s);
+  // v of 512 runs as two column slices of 256 (forward_sm90.cpp split_v_forward), each on the
+  // fp8 hdim-256 kernel over its own slice of V.
+  s = F8(2, 200, 333, 4, 2, true, 54);
+  s.dim_qk = 256;
+  s.dim_v = 512;
+  v.push_back(s);
   // Head dims above 128 otherwise: the f16 kernels on upcast copies (fp8_upcast.h; Q carries
   // q x k descales by sequence, the output rows v's): 192, 192 / 128 with ragged q and k,
   // paged 256 (the pool upcast whole), seqused_q (rows past it keep their poison through the
