@@ -2,8 +2,7 @@
 //  - S = Q K^T with k32 SS wgmmas from TMA-loaded 128B-swizzled e4m3 tiles (UINT8 maps),
 //  - P (fp32 accumulator layout) -> e4m3 A fragments (acc_to_a_frag_fp8: the key permutation),
 //    V transposed in shared memory (transpose_v, keys past n_valid zeroed), O = P V with k32
-//    RS wgmmas reading Vt K-major: O must equal round_e4m3(P) V over the valid keys, and the 8
-//    columns after it (Vt rows of ones, KernelConfig kSumInO) the row sums of round_e4m3(P).
+//    RS wgmmas reading Vt K-major: O must equal round_e4m3(P) V over the valid keys.
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -22,17 +21,13 @@ namespace longattn::cuda {
 namespace {
 
 constexpr int kRows = 64, kKeys = 128, kDim = 128;  // Q rows, keys, head dim (bytes)
-constexpr int kOCols = kDim + 8;                      // O's columns: V's, then the row sums of P
 constexpr int kNValid = 101;                          // keys of V that exist; the rest must read as 0
 
 struct Fp8Cfg {
   using Element = __nv_fp8_e4m3;
   static constexpr int kHeadDim = kDim, kHeadDimV = kDim, kBlockM = kRows, kBlockN = kKeys;
   static constexpr bool kPaged = false, kFp8 = true;
-  static constexpr int kChunks = 1, kChunksV = 1, kOCols = longattn::cuda::kOCols;
-  struct Smem {
-    static constexpr int kVtRows = longattn::cuda::kOCols;
-  };
+  static constexpr int kChunks = 1, kChunksV = 1;
 };
 
 __device__ int frag_row(int tid, int e) { return (tid / 32) * 16 + (tid % 32) / 4 + 8 * (e / 2); }
@@ -46,7 +41,7 @@ __global__ void __launch_bounds__(128) fp8_kernel(const __grid_constant__ CUtens
   extern __shared__ uint8_t raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
   uint8_t *sq = base, *sk = sq + kRows * kDim, *sv = sk + kKeys * kDim, *svt = sv + kKeys * kDim;
-  uint64_t* bar = reinterpret_cast<uint64_t*>(svt + kKeys * kOCols);
+  uint64_t* bar = reinterpret_cast<uint64_t*>(svt + kKeys * kDim);
   const int tid = threadIdx.x;
   if (tid == 0) {
     ptx::mbar_init(bar, 1);
@@ -68,9 +63,7 @@ __global__ void __launch_bounds__(128) fp8_kernel(const __grid_constant__ CUtens
   for (int c = 0; c < kKeys / 8; ++c)
     for (int e = 0; e < 4; ++e) s_out[frag_row(tid, e) * kKeys + frag_col(tid, c, e)] = s[4 * c + e];
 
-  // The rows of ones after Vt's kDim rows (e4m3 1.0), then the transposer as the kernel runs
-  // it, here by all 4 warps.
-  for (int w = tid; w < 8 * 128 / 4; w += 128) reinterpret_cast<uint32_t*>(svt + kDim * 128)[w] = 0x38383838u;
+  // The transposer as the kernel runs it, here by all 4 warps.
   sm90::transpose_v<Fp8Cfg, 4>(sv, svt, tid / 32, tid % 32, kNValid);
   ptx::fence_proxy_async_smem();
   __syncthreads();
@@ -80,13 +73,13 @@ __global__ void __launch_bounds__(128) fp8_kernel(const __grid_constant__ CUtens
     for (int e = 0; e < 4; ++e) pacc[4 * c + e] = p_value(frag_row(tid, e), frag_col(tid, c, e));
   uint32_t pf[kKeys / 8];
   sm90::acc_to_a_frag_fp8(pacc, pf);
-  float o[kOCols / 2];
-  for (int i = 0; i < kOCols / 2; ++i) o[i] = 0.f;
+  float o[kDim / 2];
+  for (int i = 0; i < kDim / 2; ++i) o[i] = 0.f;
   sm90::gemm_pv_fp8<Fp8Cfg>(o, pf, svt);
   ptx::wgmma_wait<0>();
   ptx::pin(o);
-  for (int c = 0; c < kOCols / 8; ++c)
-    for (int e = 0; e < 4; ++e) o_out[frag_row(tid, e) * kOCols + frag_col(tid, c, e)] = o[4 * c + e];
+  for (int c = 0; c < kDim / 8; ++c)
+    for (int e = 0; e < 4; ++e) o_out[frag_row(tid, e) * kDim + frag_col(tid, c, e)] = o[4 * c + e];
 }
 
 float e4m3(float x) { return float(__nv_fp8_e4m3(x)); }
@@ -113,12 +106,12 @@ TEST(GpuPrimitives, Fp8WgmmaTransposeAndPermutedP) {
   CK(cudaMalloc(&dk, kKeys * kDim));
   CK(cudaMalloc(&dv, kKeys * kDim));
   CK(cudaMalloc(&ds, kRows * kKeys * 4));
-  CK(cudaMalloc(&dO, kRows * kOCols * 4));
+  CK(cudaMalloc(&dO, kRows * kDim * 4));
   CK(cudaMemcpy(dq, hq.data(), kRows * kDim, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dk, hk.data(), kKeys * kDim, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dv, hv.data(), kKeys * kDim, cudaMemcpyHostToDevice));
   CK(cudaMemset(ds, 0xFF, kRows * kKeys * 4));
-  CK(cudaMemset(dO, 0xFF, kRows * kOCols * 4));
+  CK(cudaMemset(dO, 0xFF, kRows * kDim * 4));
   CUtensorMap maps[3];
   void* ptrs[3] = {dq, dk, dv};
   const int rows[3] = {kRows, kKeys, kKeys};
@@ -136,12 +129,12 @@ TEST(GpuPrimitives, Fp8WgmmaTransposeAndPermutedP) {
     s.box_rows = rows[i];
     ASSERT_EQ(encode_tile_map(s, &maps[i]), "");
   }
-  const int smem = kRows * kDim + 2 * kKeys * kDim + kKeys * kOCols + 64 + 1024;
+  const int smem = kRows * kDim + 3 * kKeys * kDim + 64 + 1024;
   CK(cudaFuncSetAttribute(fp8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   fp8_kernel<<<1, 128, smem>>>(maps[0], maps[1], maps[2], ds, dO);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
-  std::vector<float> s(kRows * kKeys), o(kRows * kOCols);
+  std::vector<float> s(kRows * kKeys), o(kRows * kDim);
   CK(cudaMemcpy(s.data(), ds, s.size() * 4, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(o.data(), dO, o.size() * 4, cudaMemcpyDeviceToHost));
 
@@ -155,12 +148,10 @@ TEST(GpuPrimitives, Fp8WgmmaTransposeAndPermutedP) {
       if (ref != s[r * kKeys + k] && shown++ < 8) printf("S[%d][%d] = %g, host %g\n", r, k, s[r * kKeys + k], ref);
     }
   for (int r = 0; r < kRows; ++r)
-    for (int d = 0; d < kOCols; ++d) {
-      // Columns past kDim: the row sum of P over every key (the ones rows cover them all).
+    for (int d = 0; d < kDim; ++d) {
       double ref = 0;
-      for (int k = 0; k < (d < kDim ? kNValid : kKeys); ++k)
-        ref += double(e4m3(p_value(r, k))) * (d < kDim ? double(float(hv[k * kDim + d])) : 1.0);
-      const double got = o[r * kOCols + d];
+      for (int k = 0; k < kNValid; ++k) ref += double(e4m3(p_value(r, k))) * double(float(hv[k * kDim + d]));
+      const double got = o[r * kDim + d];
       eo = std::isnan(got) ? INFINITY : std::max(eo, std::fabs(ref - got) / (1.0 + std::fabs(ref)));
       if (ref != got && shown++ < 16) printf("O[%d][%d] = %g, host %g\n", r, d, got, ref);
     }

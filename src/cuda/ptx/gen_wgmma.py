@@ -37,9 +37,8 @@ for ptx_t, cpp_t in TYPES:
         out.append("};")
         out.append("")
 # e4m3 (k32 per instruction; both operands K-major, so no transpose immediates): the S = Q K^T
-# widths of the fp8 tiles and the P V widths (v head dims; 136: hdim 128 + the 8 row-sum columns,
-# sm90/kernel_config.cuh kSumInO).
-for n in [64, 128, 136, 192, 256]:
+# widths of the fp8 tiles and the P V widths (v head dims).
+for n in [64, 128, 192, 256]:
     nreg = n // 2
     regs = ", ".join(f"%{i}" for i in range(nreg))
     ops = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))

@@ -60,8 +60,7 @@ template <class Cfg>
 __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensorMap* tm_o, typename Cfg::Smem sm, int wg,
                                               int tid) {
   // P fragments: 16-bit P packs 2 per register, fp8 P 4.
-  // O: kOCols = kHeadDimV (+ 8 row-sum columns, kSumInO).
-  constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kOCols / 2, kNP = Cfg::kBlockN / (Cfg::kFp8 ? 8 : 4);
+  constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDimV / 2, kNP = Cfg::kBlockN / (Cfg::kFp8 ? 8 : 4);
   // Two P buffers (see the main loop) where S, O and both fit in registers with 40 to spare.
   // NOTES: with two, the paged bf16 hdim-128 consumers spilled 152-220 bytes, hdim 256
   // 132-158 and 192 / 128 12; the hdim-64 192 x 128 tile kept its registers by serializing
@@ -166,7 +165,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
     float o[kNO];
 #pragma unroll
     for (int i = 0; i < kNO; ++i) o[i] = 0.f;
-    OnlineSoftmax<Cfg::kFp8 ? kFp8POffset : 0, !Cfg::kSumInO> smx;
+    OnlineSoftmax<Cfg::kFp8 ? kFp8POffset : 0> smx;
     smx.init();
     if constexpr (Cfg::kFeat) {
       // A sink logit in the kernel's logit units (without softcap those carry the descales).
@@ -333,16 +332,6 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       if (!o_tma()) release(q_empty);
     }
 
-    if constexpr (Cfg::kSumInO) {
-      // P's row sums, from O's column kHeadDimV (o[kHeadDimV / 2]: row r; + 2: row r + 8); every
-      // lane of a quad holds them, so one adds them for the quad reduction in finalize.
-      if (lane % 4 == 0) {
-        smx.l[0] += o[Cfg::kHeadDimV / 2];
-        smx.l[1] += o[Cfg::kHeadDimV / 2 + 2];
-      }
-    }
-    // The output columns of O (without the row-sum columns of kSumInO).
-    const float(&o_out)[Cfg::kHeadDimV / 2] = *reinterpret_cast<const float(*)[Cfg::kHeadDimV / 2]>(&o[0]);
     float inv[2], lse[2];
     if constexpr (Cfg::kFeat) {
       smx.finalize(sl2, inv, lse);
@@ -357,18 +346,18 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
     if constexpr (Cfg::kPack) {  // rows scattered back to (position, head)
       const SeqCoord e = seq_coord(p, tc.b);
       const int64_t pos0 = int64_t(e.q0) + int64_t(tc.m_block) * (Cfg::kBlockM >> p.pack_shift);
-      store_packed<Cfg::kColMaps>(p, o_out, lse, tc.b, tc.h, pos0, row0, lane, int64_t(e.q0) + e.q_len);
+      store_packed<Cfg::kColMaps>(p, o, lse, tc.b, tc.h, pos0, row0, lane, int64_t(e.q0) + e.q_len);
     } else if constexpr (Cfg::kRagged) {  // rows of this sequence in the token dimension
       const SeqCoord e = seq_coord(p, tc.b);  // re-read: not held in registers through the loop
       const int64_t row = int64_t(e.q0) + tc.m_block * Cfg::kBlockM + row0;
-      store_o<Cfg::kColMaps>(p, o_out, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
+      store_o<Cfg::kColMaps>(p, o, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
       store_lse(p, lse, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
     } else {
       const int64_t row = tc.m_block * Cfg::kBlockM + row0;
       if (o_tma()) {
         if constexpr (Cfg::kOTma) {
           // q_wg: this warpgroup's rows of every chunk; chunks kBlockM x 128 bytes apart.
-          store_o_smem<typename Cfg::Element>(o_out, q_wg, Cfg::kBlockM * 128, warp, lane);
+          store_o_smem<typename Cfg::Element>(o, q_wg, Cfg::kBlockM * 128, warp, lane);
           ptx::fence_proxy_async_smem();  // each writer: its stores -> the TMA store's reads
           ptx::named_sync(ptx::kBarOStore + wg, 128);
           if (tid == 0) {  // rows past seq_q: clipped by the map
@@ -385,7 +374,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
           }
         }
       } else {
-        store_o<Cfg::kColMaps>(p, o_out, tc.b, tc.h, row, lane, p.seq_q);
+        store_o<Cfg::kColMaps>(p, o, tc.b, tc.h, row, lane, p.seq_q);
       }
       store_lse(p, lse, tc.b, tc.h, row, lane, p.seq_q);
     }

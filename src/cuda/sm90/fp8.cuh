@@ -67,7 +67,7 @@ __device__ __forceinline__ void transpose_v(const uint8_t* v, uint8_t* vt, int w
     const uint32_t u = 2 * up + (m >> 1);  // this lane's 16-byte column unit of V
     const uint32_t key0 = kc * 128 + 16 * g;
     src = src_lane + (u >> 3) * (kN * 128) + key0 * 128 + (((u & 7u) ^ r) << 4);
-    dst = dst_lane + kc * (Cfg::Smem::kVtRows * 128) + u * (16 * 128) + ((g ^ st_ph) << 4);
+    dst = dst_lane + kc * (kDv * 128) + u * (16 * 128) + ((g ^ st_ph) << 4);
     key_lo = key0 + 2 * t;  // this thread's first key in the lo pieces
   };
   auto finish = [&](uint32_t (&a)[4], uint32_t dst, uint32_t key_lo) {

@@ -80,17 +80,16 @@ __device__ __forceinline__ void gemm_pv(float (&o)[Cfg::kHeadDimV / 2],
 // fp8: O(64 x hdim_v) += P(64 x kBlockN, e4m3 registers) Vt(hdim_v x kBlockN, K-major):
 // kBlockN / 32 RS wgmmas. Vt stage: [128-key chunk][hdim_v rows][128 bytes] (fp8.cuh
 // transpose_v; its keys permuted within each 16 so that P needs no shuffle).
-// kSumInO: kOCols = kHeadDimV + 8 columns, the last 8 Vt rows of each chunk being ones.
 template <class Cfg>
-__device__ __forceinline__ void gemm_pv_fp8(float (&o)[Cfg::kOCols / 2], const uint32_t (&p)[Cfg::kBlockN / 8],
+__device__ __forceinline__ void gemm_pv_fp8(float (&o)[Cfg::kHeadDimV / 2], const uint32_t (&p)[Cfg::kBlockN / 8],
                                             const uint8_t* vt_stage) {
   const ptx::TileDesc vd = ptx::TileDesc::k_major(ptx::smem_u32(vt_stage));
   ptx::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kBlockN / 32; ++kk) {
     const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
-    const uint64_t db = vd.at((kk / 4) * (Cfg::Smem::kVtRows * 128) + (kk % 4) * 32);
-    ptx::wgmma_rs_fp8<Cfg::kOCols>(o, a, db, true);
+    const uint64_t db = vd.at((kk / 4) * (Cfg::kHeadDimV * 128) + (kk % 4) * 32);
+    ptx::wgmma_rs_fp8<Cfg::kHeadDimV>(o, a, db, true);
   }
   ptx::wgmma_commit();
 }

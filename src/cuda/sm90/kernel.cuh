@@ -150,17 +150,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     ptx::mbar_fence_init();
   }
-  if constexpr (Cfg::kSumInO) {
-    // The 8 rows of ones (e4m3 1.0 = 0x38) after each Vt chunk's kHeadDimV rows, written once:
-    // the transposer never writes them. Generic-proxy stores that wgmma reads: each writer
-    // fences before the barrier.
-    constexpr int kChunksN = Cfg::kBlockN / 128, kWords = 8 * 128 / 4;
-    for (int i = threadIdx.x; i < Cfg::kStages * kChunksN * kWords; i += Cfg::kThreads) {
-      const int s = i / (kChunksN * kWords), c = (i / kWords) % kChunksN, w = i % kWords;
-      reinterpret_cast<uint32_t*>(sm.pv(s) + c * (Cfg::Smem::kVtRows * 128) + Cfg::kHeadDimV * 128)[w] = 0x38383838u;
-    }
-    ptx::fence_proxy_async_smem();
-  }
   __syncthreads();
 
   if (wg == 0) {

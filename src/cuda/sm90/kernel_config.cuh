@@ -41,13 +41,6 @@ struct KernelConfig {
   // ring P V reads; no transposer warps. The in-kernel transposer needs registers the
   // hdim-256 consumers (O 128 + S 64 + P 16) leave no room for: at 24 / 240 it spilled.
   static constexpr bool kVtGlobal = kFp8 && fp8_vt_global(kKind_, kHeadDimV_);
-  // fp8 with the in-kernel transposer: P V also sums P per row. Each Vt chunk carries 8 rows of
-  // ones after its kHeadDimV rows (written once per CTA), so the P V wgmma is 8 columns wider
-  // (n136 at hdim 128) and columns kHeadDimV.. of O hold the row sums of P as rounded to e4m3,
-  // accumulated and rescaled with O itself: no FADD per logit in the softmax, and the
-  // denominator sums exactly the P that enters P V.
-  static constexpr bool kSumInO = kFp8 && !kVtGlobal;
-  static constexpr int kOCols = kHeadDimV_ + (kSumInO ? 8 : 0);  // O accumulator columns
   // Paged producer-team modes (lanes / gather, page_math.h PagedMode) compiled in.
   // Not fp8 (its producer warpgroup's warps 1..3 transpose V; the paged fp8 kernel issues
   // TMA boxes from one thread).
@@ -64,8 +57,7 @@ struct KernelConfig {
   static constexpr int kQStages = kTile.q_stages;
   static constexpr int kWGs = kTile.consumer_wgs;
   static constexpr int kThreads = 128 * (kWGs + 1);
-  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages, kHeadDimV, kElemBytes, kFp8 && !kVtGlobal,
-                          kSumInO ? 8 : 0>;
+  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages, kHeadDimV, kElemBytes, kFp8 && !kVtGlobal>;
   static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
   // Dynamic tile assignment compiled in (used when FwdParams::tile_counter is set): the
   // kernels with the sectioned LPT schedule (scheduler.cuh DynamicTiles).

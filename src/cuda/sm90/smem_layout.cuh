@@ -11,26 +11,21 @@ namespace longattn::cuda::sm90 {
 // 2 (bf16 / f16) or 1 (e4m3). kVt: a Vt ring (kHeadDimV rows x kBlockN keys) beside the V ring,
 // which the fp8 kernels' transposer fills; without it (16-bit, or fp8 with V transposed in
 // global memory: kernel_config.cuh kVtGlobal) P V reads the V ring itself.
-// kVtExtraRows: rows of ones after each 128-key chunk's kHeadDimV Vt rows (kernel_config.cuh
-// kSumInO: P V then also sums P per row).
 template <int kHeadDim, int kBlockM, int kBlockN, int kStages, int kQStages, int kHeadDimV = kHeadDim,
-          int kElemBytes = 2, bool kVtRing = kElemBytes == 1, int kVtExtraRows = 0>
+          int kElemBytes = 2, bool kVtRing = kElemBytes == 1>
 struct SmemLayout {
   static constexpr bool kVt = kVtRing;
-  static constexpr int kVtRows = kHeadDimV + kVtExtraRows;  // rows of one 128-key Vt chunk
   static constexpr int kQBytes = kBlockM * kHeadDim * kElemBytes;
   static constexpr int kKBytes = kBlockN * kHeadDim * kElemBytes;   // one K stage
-  static constexpr int kVBytes = kBlockN * kHeadDimV * kElemBytes;  // one V stage
-  static constexpr int kVtBytes = kBlockN * kVtRows;                 // one Vt stage (1-byte elements)
+  static constexpr int kVBytes = kBlockN * kHeadDimV * kElemBytes;  // one V stage (and one Vt stage)
   static constexpr int kQOff = 0;
   static constexpr int kKOff = kQOff + kQStages * kQBytes;
   static constexpr int kVOff = kKOff + kStages * kKBytes;
   static constexpr int kVtOff = kVOff + kStages * kVBytes;
-  static constexpr int kBarOff = kVtOff + (kVt ? kStages * kVtBytes : 0);
+  static constexpr int kBarOff = kVtOff + (kVt ? kStages * kVBytes : 0);
   static constexpr int kNumBars = 2 * kQStages + (kVt ? 6 : 4) * kStages;  // q, k, v (and vt) rings
   static constexpr int kBytes = kBarOff + 8 * kNumBars;
-  static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0 && kVtBytes % 1024 == 0,
-                "tiles must stay 1024-aligned");
+  static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "tiles must stay 1024-aligned");
 
   uint8_t* base;
   __device__ uint8_t* q(int s) const { return base + kQOff + s * kQBytes; }
@@ -46,7 +41,7 @@ struct SmemLayout {
   // The operand P V reads and its ring: V itself (16-bit kernels: MN-major; fp8 kVtGlobal: the
   // pre-transposed Vt), or the transposed copy Vt (fp8: the B operand of an fp8 wgmma must be
   // K-major).
-  __device__ uint8_t* pv(int s) const { return kVt ? base + kVtOff + s * kVtBytes : v(s); }
+  __device__ uint8_t* pv(int s) const { return kVt ? base + kVtOff + s * kVBytes : v(s); }
   __device__ uint64_t* pv_full(int s) const { return kVt ? bars() + 2 * kQStages + 4 * kStages + s : v_full(s); }
   __device__ uint64_t* pv_empty(int s) const { return kVt ? bars() + 2 * kQStages + 5 * kStages + s : v_empty(s); }
 };

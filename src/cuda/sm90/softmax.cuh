@@ -23,9 +23,7 @@ namespace longattn::cuda::sm90 {
 
 // kPOffset (log2 units): P = 2^(x - m + kPOffset), scaled up by 2^kPOffset (fp8: fp8_scale.h);
 // the row sum carries the same factor, which finalize takes out of the LSE. 0 elsewhere.
-// kSumP: the updates add P to l; without it P V sums P (kernel_config.cuh kSumInO: the caller
-// adds that sum to l before finalize) and l keeps only what is not in P (a sink), rescaled.
-template <int kPOffset = 0, bool kSumP = true>
+template <int kPOffset = 0>
 struct OnlineSoftmax {
   float m[2];  // running max, raw logit units (-inf: nothing seen)
   float l[2];  // per-thread partial row sums (quad-reduced in finalize)
@@ -72,7 +70,7 @@ struct OnlineSoftmax {
         for (int e = 0; e < 2; ++e) {
           const float p = ptx::exp2_approx(fmaf(s[4 * c + 2 * r + e], scale_log2, -ms));
           s[4 * c + 2 * r + e] = p;
-          if constexpr (kSumP) sum += p;
+          sum += p;
         }
       }
       l[r] = l[r] * factor[r] + sum;
@@ -104,7 +102,7 @@ struct OnlineSoftmax {
         const int k = 4 * (i / 2) + 2 * r + i % 2;
         const float p = ptx::exp2_approx(fmaf(ptx::tanh_approx(s[k] * in), scale_log2, -ms));
         s[k] = p;
-        if constexpr (kSumP) sum += p;
+        sum += p;
       }
       l[r] = l[r] * factor[r] + sum;
     }
@@ -139,7 +137,7 @@ struct OnlineSoftmax {
           if constexpr (kCap) t = ptx::tanh_approx(t * in);
           const float p = ptx::exp2_approx(fmaf(t, scale_log2, -ms));
           s[4 * c + 2 * r + e] = p;
-          if constexpr (kSumP) sum += p;
+          sum += p;
         }
       }
       l[r] += sum;
