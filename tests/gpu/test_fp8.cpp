@@ -13,7 +13,6 @@
 
 #include "common/overrides.h"
 #include "cuda/sm90/fp8_scale.h"
-#include "cuda/sm90/tile_size.h"
 #include "device_case.h"
 #include "gpu_case.h"
 #include "support/testing.h"
@@ -231,14 +230,12 @@ TEST(GpuFp8Specs, ValidOnHost) {
 // P of block after block climbs toward 2^(offset + threshold) and every key sits near the top.
 // With offset + threshold above log2(448), P would saturate in e4m3 while the float32 row sum
 // kept growing, and O would be wrong by far more than the oracle allows.
-// Both fp8 kernels (head dims 128 and 256), on the dense kind (one head: no packed GQA), one
-// level per key block of its tile.
+// Both fp8 kernels (head dims 128 and 256).
 TEST(GpuFp8Range, MaxGrowingJustUnderTheThreshold) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   for (const int dim : {128, 256}) {
-    const int kBlock = cuda::sm90::fp8_tile(cuda::sm90::Kernel::dense, dim, dim).block_n, kBlocks = 12;
-    const int kSk = kBlock * kBlocks;
-    CaseSpec s = F8(1, 64, kSk, 1, 1, false, 77);
+    constexpr int kBlock = 128, kBlocks = 12, kSk = kBlock * kBlocks;
+    CaseSpec s = F8(1, 64, kSk, 2, 1, false, 77);
     s.dim_qk = s.dim_v = dim;
     s.lse = true;
     Case c = testing::make_case(s);

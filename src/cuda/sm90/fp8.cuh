@@ -51,7 +51,7 @@ __device__ __forceinline__ void acc_to_a_frag_fp8(const float (&s)[NS], uint32_t
 template <class Cfg, int kWarps>
 __device__ __forceinline__ void transpose_v(const uint8_t* v, uint8_t* vt, int w, int lane, int32_t n_valid) {
   constexpr int kN = Cfg::kBlockN, kDv = Cfg::kHeadDimV, kUp = kDv / 32;
-  constexpr int kItems = (kN / 16) * kUp;
+  constexpr int kItems = (kN / 128) * 8 * kUp;
   const uint32_t m = uint32_t(lane) >> 3, r = uint32_t(lane) & 7u, t = uint32_t(lane) & 3u, q = uint32_t(lane) >> 2;
   const uint32_t vs = ptx::smem_u32(v), vts = ptx::smem_u32(vt);
   // This lane's row of the pieces it addresses: load piece m = (unit 2 up + m / 2, keys
@@ -63,7 +63,7 @@ __device__ __forceinline__ void transpose_v(const uint8_t* v, uint8_t* vt, int w
   // This lane's own words: X holds the even row for q < 4, the odd one for q >= 4; Y the other.
   const uint32_t sel_x = q < 4 ? 0x6420u : 0x7531u, sel_y = q < 4 ? 0x7531u : 0x6420u;
   auto item = [&](int i, uint32_t& src, uint32_t& dst, uint32_t& key_lo) {
-    const uint32_t up = uint32_t(i) % kUp, g = (uint32_t(i) / kUp) & 7u, kc = uint32_t(i) / (8 * kUp);  // kc: 128-key chunk
+    const uint32_t up = uint32_t(i) % kUp, g = (uint32_t(i) / kUp) & 7u, kc = uint32_t(i) / (8 * kUp);
     const uint32_t u = 2 * up + (m >> 1);  // this lane's 16-byte column unit of V
     const uint32_t key0 = kc * 128 + 16 * g;
     src = src_lane + (u >> 3) * (kN * 128) + key0 * 128 + (((u & 7u) ^ r) << 4);

@@ -78,7 +78,7 @@ struct KernelConfig {
   static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
   static_assert(kBlockN % 16 == 0 && kHeadDim % kChunkCols == 0 && kHeadDimV % kChunkCols == 0,
                 "wgmma k16 steps / 128B chunks");
-  static_assert(!kFp8 || (kBlockN % 64 == 0 && !kPagedTeam), "fp8: Vt chunks of 128 keys (the last may be half used); paged K/V by TMA boxes");
+  static_assert(!kFp8 || (kBlockN % 128 == 0 && !kPagedTeam), "fp8: Vt rows of 128 keys; paged K/V by TMA boxes");
   static_assert(!kVtGlobal || (kKind_ == Kernel::dense && kBlockN == 128), "fp8 Vt from global memory: the dense kind, one box per block");
   static_assert(!kFp8 || kHeadDimV <= 128 || kVtGlobal, "fp8 above 128: no room for the transposer");
   static_assert(kHeadDimV == kHeadDim || kRagged, "split head dims run the ragged kernels only");

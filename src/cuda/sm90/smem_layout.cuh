@@ -17,15 +17,12 @@ struct SmemLayout {
   static constexpr bool kVt = kVtRing;
   static constexpr int kQBytes = kBlockM * kHeadDim * kElemBytes;
   static constexpr int kKBytes = kBlockN * kHeadDim * kElemBytes;   // one K stage
-  static constexpr int kVBytes = kBlockN * kHeadDimV * kElemBytes;  // one V stage
-  // One Vt stage (1-byte elements): kHeadDimV rows of 128 keys per chunk, the last chunk
-  // partly used when kBlockN is not a multiple of 128.
-  static constexpr int kVtBytes = (kBlockN + 127) / 128 * 128 * kHeadDimV;
+  static constexpr int kVBytes = kBlockN * kHeadDimV * kElemBytes;  // one V stage (and one Vt stage)
   static constexpr int kQOff = 0;
   static constexpr int kKOff = kQOff + kQStages * kQBytes;
   static constexpr int kVOff = kKOff + kStages * kKBytes;
   static constexpr int kVtOff = kVOff + kStages * kVBytes;
-  static constexpr int kBarOff = kVtOff + (kVt ? kStages * kVtBytes : 0);
+  static constexpr int kBarOff = kVtOff + (kVt ? kStages * kVBytes : 0);
   static constexpr int kNumBars = 2 * kQStages + (kVt ? 6 : 4) * kStages;  // q, k, v (and vt) rings
   static constexpr int kBytes = kBarOff + 8 * kNumBars;
   static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "tiles must stay 1024-aligned");
@@ -44,7 +41,7 @@ struct SmemLayout {
   // The operand P V reads and its ring: V itself (16-bit kernels: MN-major; fp8 kVtGlobal: the
   // pre-transposed Vt), or the transposed copy Vt (fp8: the B operand of an fp8 wgmma must be
   // K-major).
-  __device__ uint8_t* pv(int s) const { return kVt ? base + kVtOff + s * kVtBytes : v(s); }
+  __device__ uint8_t* pv(int s) const { return kVt ? base + kVtOff + s * kVBytes : v(s); }
   __device__ uint64_t* pv_full(int s) const { return kVt ? bars() + 2 * kQStages + 4 * kStages + s : v_full(s); }
   __device__ uint64_t* pv_empty(int s) const { return kVt ? bars() + 2 * kQStages + 5 * kStages + s : v_empty(s); }
 };
