@@ -81,6 +81,20 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     pack = decide(ov.pack_gqa, sm90::pack_gqa_worth(q));
   }
   if (pack) ragged = features = true;
+  // Causal on a dense kind without the sectioned snake (tile_size.h lpt_sections false: hdim
+  // 256) orders its tiles by one global LPT list, rank-major over every (batch, head) pair: where
+  // the pairs' K/V exceed the L2 budget and fewer than 3 running tiles share a pair, the running
+  // tiles read most pairs' K/V at once and stream it from DRAM (4 x 4k x 16 heads: 0.70x, 8 x 2k:
+  // 0.59x of the ragged kind, docs/PERFORMANCE.md). The ragged kind with its sequence-major
+  // tile list runs those (a dense layout is its input too). Overrides::tile_list forces it.
+  bool l2_list = false;
+  if (causal && !features && !p.fp8 && feat_fits && !sm90::dense_tile(d).lpt_sections) {
+    const int64_t pairs = p.heads_q * p.batch, m_blocks = (p.max_seq_q + 127) / 128;
+    const int64_t kv_bytes = p.batch * p.heads_kv * p.max_seq_k * (p.dim_qk + p.dim_v) * 2;
+    l2_list = decide(ov.tile_list, 3 * pairs > num_sms && pairs * m_blocks >= num_sms &&
+                                       kv_bytes > sm90::l2_budget(a.l2_budget_bytes, l2_bytes));
+  }
+  if (l2_list) ragged = features = true;
   // fp8: every feature runs on the ragged kind (one fp8 tile, fewer instantiations).
   if (p.fp8 && features && !ragged) ragged = true;
   pl.kernel = paged      ? (pack ? Kernel::paged_packed : Kernel::paged)
@@ -155,7 +169,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // there and keeps one head's q-blocks together. Packed GQA runs the padded grid (the list
   // builder counts unpacked q-blocks).
   const bool varying = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || p.has_seqused_q;
-  pl.tile_list = sm90::kernel_ragged(pl.kernel) && !pack && decide(ov.tile_list, varying);
+  pl.tile_list = sm90::kernel_ragged(pl.kernel) && !pack && (l2_list || decide(ov.tile_list, varying));
   // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
   pl.list_items = p.batch * pl.num_m_blocks;
   if (p.q_ragged) pl.list_items = std::min(pl.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);

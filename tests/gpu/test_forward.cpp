@@ -60,6 +60,12 @@ std::vector<Shape> core_cases() {
   Shape nolse = S(1, 129, 257, 2, 2, 128, true);
   nolse.lse = false;
   v.push_back(nolse);
+  // hdim 256 causal, dense layout, 48 (batch, head) pairs whose K/V exceed the L2 budget: the
+  // ragged kind with its tile list runs it (plan.cpp l2_list); f16, and bf16 with a strided q.
+  v.push_back(S(4, 400, 600, 12, 12, 256, true, DType::f16, DType::f16));
+  Shape l2p = S(4, 333, 700, 12, 12, 256, true);
+  l2p.pad = 8;
+  v.push_back(l2p);
   // Strided layout: token rows padded by 8 elements (16 bytes: TMA-legal); also through
   // backend automatic, which must pick CUDA for device tensors.
   for (int64_t d : {64, 128, 256}) {
