@@ -10,6 +10,8 @@
 
 #include "forward_cases.h"
 #include "gpu_case.h"
+#include "common/problem.h"
+#include "cuda/plan.h"
 
 namespace longattn::gputest {
 namespace {
@@ -278,3 +280,54 @@ TEST(GpuForwardEmpty, NoKeyRowsWithSeqUsedQ) {
 
 }  // namespace
 }  // namespace longattn::gputest
+
+namespace longattn {
+namespace {
+
+// plan.cpp's tile-list rule for the hdim-256 kinds, on the host (no GPU, no memory touched):
+// causal calls whose (batch, head) pairs' K/V exceed the L2 budget with fewer than 3 running
+// tiles per pair take the ragged kind's tile list; few pairs, non-causal, fp8 and hdim 128
+// keep the dense kind.
+TEST(GpuPlanRule, Hdim256CausalBeyondL2TakesTheTileList) {
+  struct C {
+    int64_t batch, seq, heads, dim;
+    bool causal;
+    DType dt;
+    bool list;
+  };
+  const C cases[] = {
+      {4, 4096, 16, 256, true, DType::bf16, true},   {8, 2048, 16, 256, true, DType::bf16, true},
+      {4, 4096, 32, 256, true, DType::f16, true},    {2, 8192, 16, 256, true, DType::bf16, false},
+      {1, 8192, 16, 256, true, DType::bf16, false},  {4, 4096, 16, 256, false, DType::bf16, false},
+      {4, 4096, 16, 256, true, DType::e4m3, false},  {4, 4096, 16, 128, true, DType::bf16, false},
+      {4, 384, 12, 256, true, DType::bf16, false},   // 48 pairs, but their K/V within the L2 budget
+  };
+  const Device gpu{DeviceKind::cuda, 0};
+  // Distinct, never dereferenced addresses (the checks refuse overlapping outputs).
+  auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
+  for (const C& c : cases) {
+    Args a;
+    a.q = make_tensor(fake(0), c.dt, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    a.k = make_tensor(fake(1), c.dt, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    a.v = make_tensor(fake(2), c.dt, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    a.out = make_tensor(fake(3), c.dt == DType::e4m3 ? DType::bf16 : c.dt, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    if (c.dt == DType::e4m3) {
+      a.q_descale = make_tensor(fake(4), DType::f32, {c.batch, c.heads}, gpu);
+      a.k_descale = make_tensor(fake(5), DType::f32, {c.batch, c.heads}, gpu);
+      a.v_descale = make_tensor(fake(6), DType::f32, {c.batch, c.heads}, gpu);
+    }
+    a.mask.causal = c.causal;
+    detail::Problem p;
+    const Status st = detail::build_problem(a, &p);
+    ASSERT_TRUE(st.ok()) << st.message();
+    cuda::ForwardPlan plan;
+    ASSERT_TRUE(cuda::plan_forward(a, p, {}, 132, int64_t(50) << 20, &plan).ok());
+    const bool list = plan.kernel == cuda::sm90::Kernel::ragged && plan.tile_list;
+    EXPECT_EQ(list, c.list) << "b" << c.batch << " s" << c.seq << " h" << c.heads << " d" << c.dim
+                            << (c.causal ? " causal" : "") << " dtype " << int(c.dt);
+    if (!c.list) EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::dense);
+  }
+}
+
+}  // namespace
+}  // namespace longattn
