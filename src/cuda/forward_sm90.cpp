@@ -19,7 +19,6 @@
 #include "cuda/kvcache_prepass.h"
 #include "cuda/launch_args.h"
 #include "cuda/plan.h"
-#include "cuda/ptx/tensor_map.h"
 #include "cuda/sm90/launch.h"
 #include "cuda/util_kernels.h"
 
@@ -218,19 +217,8 @@ struct Fp8Vt {
     }
     if (cudaError_t e = cuda::launch_transpose_v_e4m3(a.v, vt, stream); e != cudaSuccess)
       return cuda_error("fp8 V transpose", e);
-    cuda::TileMapSpec s;
-    s.base = vt;
-    s.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    s.batch = batch;
-    s.heads = hk;
-    s.rows = dim;
-    s.dim = keys_pad;
-    s.stride_row = keys_pad;
-    s.stride_head = dim * keys_pad;
-    s.stride_batch = hk * dim * keys_pad;
-    s.box_rows = int(dim);
-    s.col_chunks = true;
-    if (const std::string err = cuda::encode_tile_map(s, &la->tm_v); !err.empty()) return Status::Error("CUDA backend: " + err);
+    if (const std::string err = cuda::encode_vt_map(vt, batch, hk, dim, keys_pad, la); !err.empty())
+      return Status::Error("CUDA backend: " + err);
     return Status::Ok();
   }
   cudaError_t release(cudaStream_t stream) { return vt ? cudaFreeAsync(vt, stream) : cudaSuccess; }

@@ -62,6 +62,23 @@ std::string encode_maps(const Args& a, const detail::Problem& p, const ForwardPl
   return "";
 }
 
+std::string encode_vt_map(const void* vt, int64_t batch, int64_t heads_kv, int64_t dim, int64_t keys_pad,
+                          sm90::LaunchArgs* la) {
+  // Vt viewed as (batch, rows = dim, heads_kv, keys_pad): map_spec's (batch, rows, heads, dim).
+  Tensor t;
+  t.data = const_cast<void*>(vt);
+  t.rank = 4;
+  const int64_t shape[4] = {batch, dim, heads_kv, keys_pad}, stride[4] = {heads_kv * dim * keys_pad, keys_pad,
+                                                                         dim * keys_pad, 1};
+  for (int i = 0; i < 4; ++i) {
+    t.shape[i] = shape[i];
+    t.stride[i] = stride[i];
+  }
+  TileMapSpec s = map_spec(t, CU_TENSOR_MAP_DATA_TYPE_UINT8, int(dim));
+  s.col_chunks = true;
+  return encode_tile_map(s, &la->tm_v);
+}
+
 bool encode_out_map(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::LaunchArgs* la) {
   if (plan.kernel != sm90::Kernel::dense && plan.kernel != sm90::Kernel::feature) return false;
   if (plan.tile.q_stages < 2) return false;  // kernel_config.cuh kOTma

@@ -21,6 +21,12 @@ std::string encode_maps(const Args& a, const detail::Problem& p, const ForwardPl
 // partials never take it).
 bool encode_out_map(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::LaunchArgs* la);
 
+// fp8 kernels with V from global memory (KernelConfig kVtGlobal): la->tm_v over `vt`, the
+// transposed copy (fp8_vt.h: batch x heads_kv x dim x keys_pad bytes, contiguous), column-
+// addressed with boxes of one 128-key chunk of all `dim` rows. "" on success, else a message.
+std::string encode_vt_map(const void* vt, int64_t batch, int64_t heads_kv, int64_t dim, int64_t keys_pad,
+                          sm90::LaunchArgs* la);
+
 // Fills every FwdParams field from the problem and the plan (out / lse point at the caller's
 // tensors; split-KV redirects them afterwards, forward_sm90.cpp).
 void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::FwdParams* fp);
