@@ -27,8 +27,10 @@
 #   fp8       --fp8 (longattn fp8, cuDNN fp8 via .whl's cudnn-frontend, bf16 references)
 #   variants  --variants (longattn override columns: sections, dynamic, rescale, ...)
 #   pytest    the Python package's GPU tests (pytest -m gpu tests/python)
-#   host      bench/gpu/host_overhead.py: host time per call through Python, eager and
-#             torch.compile'd (issue 16; needs the Python extension)
+#   host      bench/gpu/host_phases (the C++ call step by step), host_breakdown.py (the Python
+#             layers) and host_overhead.py: host time per call through Python, eager and
+#             torch.compile'd, of this tree and each baseline's package (issue 16; needs the
+#             Python extension)
 #   cpmulti   tests/gpu/cp_multi_gpu.py under torchrun, one rank per GPU of the host (NCCL): every
 #             rank's output / LSE vs float64, time per call of both methods vs one GPU (issue 18)
 #   cp        tests/gpu/cp_one_gpu.py: context parallelism's per-rank kernels, W ranks simulated
@@ -81,8 +83,11 @@ OLDS=""
 for OLD in .old .old2 .old3; do
   [ -f $OLD/CMakeLists.txt ] || continue
   OLDS="$OLDS $OLD"
-  (cmake -S $OLD -B build$OLD -G Ninja -DCMAKE_BUILD_TYPE=Release -DLONGATTN_TOOLS=OFF &&
-     cmake --build build$OLD -j16 --target longattn_capi) >"$LOGS/cmake$OLD.log" 2>&1 &
+  # With the host stage, the baseline's Python extension too (host time A/B, interleaved).
+  PYOPT=(-DLONGATTN_PYTHON=OFF); TGT=(longattn_capi)
+  case " $STAGES " in *" host "*) PYOPT=(-DLONGATTN_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)"); TGT+=(_longattn) ;; esac
+  (cmake -S $OLD -B build$OLD -G Ninja -DCMAKE_BUILD_TYPE=Release -DLONGATTN_TOOLS=OFF "${PYOPT[@]}" &&
+     cmake --build build$OLD -j16 --target "${TGT[@]}") >"$LOGS/cmake$OLD.log" 2>&1 &
 done
 
 if [ -z "$BIN" ]; then
@@ -91,7 +96,7 @@ if [ -z "$BIN" ]; then
     say "configure with the Python extension failed ($(grep -m1 -i error "$LOGS/cmake.log")); configuring without it"
     cmake "${CM[@]}" -DLONGATTN_PYTHON=OFF >>"$LOGS/cmake.log" 2>&1 || { tail -50 "$LOGS/cmake.log"; cp "$LOGS/cmake.log" "$OUT/"; exit 1; }
   fi
-  cmake --build build-gpu -j16 --target test_gpu_primitives test_gpu_forward longattn_capi >>"$LOGS/cmake.log" 2>&1 ||
+  cmake --build build-gpu -j16 --target test_gpu_primitives test_gpu_forward longattn_capi host_phases >>"$LOGS/cmake.log" 2>&1 ||
     { tail -50 "$LOGS/cmake.log"; cp "$LOGS/cmake.log" "$OUT/"; exit 1; }
   if grep -q "^LONGATTN_PYTHON:BOOL=ON" build-gpu/CMakeCache.txt; then
     cmake --build build-gpu -j16 --target _longattn >>"$LOGS/cmake.log" 2>&1 ||
@@ -99,7 +104,8 @@ if [ -z "$BIN" ]; then
   fi
   BIN=$BINDIR
   mkdir -p "$BIN"
-  cp build-gpu/tests/gpu/test_gpu_primitives build-gpu/tests/gpu/test_gpu_forward build-gpu/bench/gpu/liblongattn_capi.so "$BIN"/
+  cp build-gpu/tests/gpu/test_gpu_primitives build-gpu/tests/gpu/test_gpu_forward build-gpu/bench/gpu/liblongattn_capi.so \
+    build-gpu/bench/gpu/host_phases "$BIN"/
   EXT=$(find build-gpu -name '_longattn*.so' 2>/dev/null | head -1)
 else
   EXT=$(ls "$BIN"/_longattn*.so 2>/dev/null | head -1)
@@ -200,7 +206,23 @@ for st in $STAGES; do
     pytest)  # the Python package's GPU tests (torch tensors on the device) through $PYPKG
       run pytest python3 -m pytest -q -m gpu tests/python -p no:cacheprovider
       tail -5 "$LOGS/pytest.log" | tee -a "$SUM" ;;
-    host) run host_overhead python3 bench/gpu/host_overhead.py; grep "^|" "$LOGS/host_overhead.log" | tee -a "$SUM" ;;
+    host)
+      # The C++ call step by step, the Python layers, then host time per call of this tree and
+      # of each baseline's Python package (built above), alternating, two rounds.
+      [ -x "$BIN/host_phases" ] && run host_phases "$BIN/host_phases"
+      run host_breakdown python3 bench/gpu/host_breakdown.py
+      PKGS="$PYPKG"
+      for OLD in $OLDS; do
+        X=$(find build$OLD -name '_longattn*.so' 2>/dev/null | head -1)
+        [ -n "$X" ] || continue
+        rm -rf "$PYPKG$OLD" && mkdir -p "$PYPKG$OLD" && cp -r $OLD/python/longattn "$PYPKG$OLD/" && cp "$X" "$PYPKG$OLD/longattn/"
+        PKGS="$PKGS $PYPKG$OLD"
+      done
+      for round in 1 2; do for P in $PKGS; do
+        echo "== host_overhead round $round: $P" | tee -a "$SUM"
+        PYTHONPATH=$P:${PYTHONPATH:-} run host_overhead python3 bench/gpu/host_overhead.py
+        grep "^|" "$LOGS/host_overhead.log" | tee -a "$SUM"
+      done; done ;;
     cp)
       run cp_one_gpu python3 tests/gpu/cp_one_gpu.py
       grep -E "FAIL|^\(c\)|overhead|passed|failed" "$LOGS/cp_one_gpu.log" | head -20 | tee -a "$SUM" ;;
