@@ -112,16 +112,17 @@ def flash_attn_func(
     softmax_lse float32 (batch, nheads, seqlen_q). fp8 (float8_e4m3fn) q/k/v: q/k/v_descale
     float32 (batch, nheads_k), 1.0 when omitted; out is bf16.
     """
+    ops = _TORCH_OPS  # set by the first torch call (the general path below imports it)
+    if (ops is not None and out is None and sinks is None and q_descale is None and k_descale is None
+            and v_descale is None and qv is None and not ops._is_compiling()):
+        # Eager torch tensors: one C++ step (torch_ops.dense_forward), None where it does not apply.
+        r = ops.dense_forward(q, k, v, softmax_scale, causal, window_size, attention_chunk, softcap,
+                              return_attn_probs, backend, num_threads)
+        if r is not None:
+            return r
     if qv is not None:
         _unsupported(qv=qv)
     window = _window(window_size, causal)
-    ops = _TORCH_OPS  # set by the first torch call (the general path below imports it)
-    if (ops is not None and out is None and sinks is None and q_descale is None and k_descale is None
-            and v_descale is None and type(q) is ops.Tensor and type(k) is ops.Tensor and type(v) is ops.Tensor):
-        r = ops.dense_eager(q, k, v, causal, window, softmax_scale, softcap, attention_chunk, return_attn_probs,
-                            backend, num_threads)
-        if r is not None:
-            return r
     return _runner(q)(q, k, v, return_lse=return_attn_probs, out=out, cu_seqlens_q=None, cu_seqlens_k=None,
                       seqused_q=None, seqused_k=None, page_table=None, max_seqlen_q=0, max_seqlen_k=0,
                       sinks=sinks, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,

@@ -118,31 +118,12 @@ def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqle
 
 Tensor = torch.Tensor
 
-
-def dense_eager(q, k, v, causal, window, softmax_scale, softcap, attention_chunk, return_lse, backend, num_threads):
-    """flash_attn_func's common eager call in one step: torch tensors (the caller checked q, k, v
-    are plain torch.Tensor), no out / sinks / descales. Returns None where it does not apply
-    (tracing, fp8, an input that requires grad, a dtype or rank the general path names in its
-    error), else what flash_attn_func returns. It skips run()'s and _forward()'s general
-    argument handling (docs/PERFORMANCE.md, host time per call)."""
-    dt = q.dtype
-    if (dt not in _DTYPE_NAMES or q.dim() != 4 or v.dim() != 4 or _is_compiling()
-            or (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))):
-        return None
-    qs = q.shape
-    if v.shape[-1] == qs[-1]:
-        out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    else:
-        out = torch.empty((*qs[:-1], v.shape[-1]), dtype=dt, device=q.device)
-    t = {"q": _desc("q", q), "k": _desc("k", k), "v": _desc("v", v), "out": _desc("out", out)}
-    lse = None
-    if return_lse:
-        lse = torch.empty((qs[0], qs[2], qs[1]) if len(qs) >= 3 else (0,), dtype=torch.float32, device=q.device)
-        t["lse"] = _desc("lse", lse)
-    _ext.forward(t, None if softmax_scale is None else float(softmax_scale), float(softcap or 0.0), bool(causal),
-                 False, int(window[0]), int(window[1]), int(attention_chunk or 0), 0, 0, backend, _stream(q),
-                 int(num_threads), False, True)
-    return (out, lse) if return_lse else out
+# flash_attn_func's common eager call in one C++ step (python/src/torch_fastpath.cpp): plain
+# torch tensors, nothing traced or recording a gradient, no out / sinks / descales. It returns
+# None where the general path below must run the call. interface.py calls it directly.
+_ext.init_torch_fastpath(torch.Tensor, torch.bfloat16, torch.float16, torch.float32, torch.empty_like,
+                         torch.contiguous_format, _raw_stream, torch.is_grad_enabled)
+dense_forward = _ext.dense_forward
 
 
 # ---------------------------------------------------------------- the ops' bodies and fakes

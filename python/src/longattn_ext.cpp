@@ -16,6 +16,7 @@
 #include <cstring>
 #include <string>
 
+#include "ext_errors.h"
 #include "longattn/longattn.h"
 
 namespace nb = nanobind;
@@ -23,14 +24,15 @@ using longattn::DType;
 using longattn::Status;
 using longattn::Tensor;
 
+namespace longattn_py {
 namespace {
-
-using Array = nb::ndarray<nb::ro>;
 
 [[noreturn]] void raise(PyObject* type, const std::string& msg) {
   PyErr_SetString(type, msg.c_str());
   throw nb::python_error();
 }
+
+}  // namespace
 
 // C++ Status -> the Python exception the FlashAttention-style API documents.
 void raise_if_error(const Status& s) {
@@ -41,6 +43,18 @@ void raise_if_error(const Status& s) {
     default: raise(PyExc_RuntimeError, s.message());
   }
 }
+
+longattn::Backend backend_from(const std::string& s) {
+  if (s == "auto") return longattn::Backend::automatic;
+  if (s == "reference") return longattn::Backend::reference;
+  if (s == "cpu") return longattn::Backend::cpu;
+  if (s == "cuda") return longattn::Backend::cuda;
+  raise(PyExc_ValueError, "backend: expected auto, reference, cpu or cuda, got '" + s + "'");
+}
+
+namespace {
+
+using Array = nb::ndarray<nb::ro>;
 
 DType element_type(const Array& a, const std::string& override_name, const std::string& name) {
   const nb::dlpack::dtype t = a.dtype();
@@ -126,14 +140,6 @@ Tensor to_tensor(nb::handle pair, const std::string& name) {
   static char empty_sentinel;
   if (t.data == nullptr && t.numel() == 0) t.data = &empty_sentinel;
   return t;
-}
-
-longattn::Backend backend_from(const std::string& s) {
-  if (s == "auto") return longattn::Backend::automatic;
-  if (s == "reference") return longattn::Backend::reference;
-  if (s == "cpu") return longattn::Backend::cpu;
-  if (s == "cuda") return longattn::Backend::cuda;
-  raise(PyExc_ValueError, "backend: expected auto, reference, cpu or cuda, got '" + s + "'");
 }
 
 // The Python layer's {name: tensor} dict into the named Tensor fields: one pass over the
@@ -228,8 +234,10 @@ void combine(nb::dict t, const std::string& backend, uintptr_t stream) {
 }
 
 }  // namespace
+}  // namespace longattn_py
 
 NB_MODULE(_longattn, m) {
+  using namespace longattn_py;
   m.doc() = "longattn C++ core (use the `longattn` package, not this module)";
   m.def("forward", &forward, nb::arg("tensors"), nb::arg("softmax_scale").none(),
         nb::arg("softcap"), nb::arg("causal"), nb::arg("top_left"), nb::arg("window_left"),
@@ -244,4 +252,5 @@ NB_MODULE(_longattn, m) {
   m.def("cuda_available", &longattn::cuda_available,
         "True when this build has the CUDA backend and an sm_90 device is visible.");
   m.def("version", &longattn::version, "Library version string.");
+  register_torch_fastpath(m);
 }

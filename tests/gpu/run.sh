@@ -218,7 +218,7 @@ for st in $STAGES; do
         rm -rf "$PYPKG$OLD" && mkdir -p "$PYPKG$OLD" && cp -r $OLD/python/longattn "$PYPKG$OLD/" && cp "$X" "$PYPKG$OLD/longattn/"
         PKGS="$PKGS $PYPKG$OLD"
       done
-      for round in 1 2; do for P in $PKGS; do
+      for round in $(seq "${HOST_ROUNDS:-3}"); do for P in $PKGS; do
         echo "== host_overhead round $round: $P" | tee -a "$SUM"
         PYTHONPATH=$P:${PYTHONPATH:-} run host_overhead python3 bench/gpu/host_overhead.py
         grep "^|" "$LOGS/host_overhead.log" | tee -a "$SUM"

@@ -311,11 +311,68 @@ def test_cuda_fa3_semantics():
     assert out[60:100].isnan().all() and out[300:].isnan().all()
 
 
+@pytest.mark.parametrize("case", ["strided_q", "list_window", "int_causal", "softcap_none", "no_rows", "no_keys"])
+def test_eager_fast_path_inputs(case):
+    """The C++ fast path on the inputs it reads itself: q a strided view, window_size a list,
+    causal an int, softcap None, no query rows, no keys -- each equal to the op on the same
+    inputs and, element by element, to the float64 reference (the path allocates out itself,
+    uninitialised: an element it did not write would not match)."""
+    from longattn import flash_attn_interface as fai
+
+    gen = torch.Generator().manual_seed(7 + len(case))
+    sq = 0 if case == "no_rows" else 29
+    sk = 0 if case == "no_keys" else 41
+    q = t_randn((2, sq, 3, 40), torch.bfloat16, "cpu", gen)
+    if case == "strided_q":  # heads and rows swapped in memory: q[b, s, h] at a non-packed stride
+        q = t_randn((2, 3, sq, 40), torch.bfloat16, "cpu", gen).transpose(1, 2)
+    k = t_randn((2, sk, 3, 40), torch.bfloat16, "cpu", gen)
+    v = t_randn((2, sk, 3, 40), torch.bfloat16, "cpu", gen)
+    fai.flash_attn_func(q, k, v)  # imports torch_ops
+    kw = dict(causal=True, window_size=(5, 2))
+    if case == "list_window":
+        kw = dict(causal=False, window_size=[6, 3])
+    if case == "int_causal":
+        kw = dict(causal=1)
+    if case == "softcap_none":
+        kw = dict(causal=False, softcap=None)
+    o, lse = fai.flash_attn_func(q, k, v, return_attn_probs=True, **kw)
+    wl, wr = kw.get("window_size", (-1, -1))
+    causal = bool(kw["causal"])
+    ro, rlse = torch.ops.longattn.fwd(q, k, v, None, None, None, None, None, 0, 0, None, None, None, None, None, 0.0,
+                                       causal, wl, -1 if causal else wr, 0, "auto", 0)
+    assert o.shape == (2, sq, 3, 40) and o.is_contiguous() and lse.shape == (2, 3, sq)
+    assert torch.equal(o, ro) and torch.equal(lse, rlse) and not o.isnan().any()
+    if case == "no_keys" and sq:
+        assert (o == 0).all() and (lse == float("-inf")).all()
+    if o.numel():
+        ref = torch_reference(q, k, v, causal=causal, window=(wl, -1 if causal else wr))
+        assert (o.double() - ref).abs().max().item() < 2e-2
+
+
+def test_eager_fast_path_errors_as_general_path():
+    """Inputs the fast path does not serve reach the general path, which names the argument:
+    mixed dtypes, a bad backend, a bad window, a k of rank 3."""
+    from longattn import flash_attn_interface as fai
+
+    gen = torch.Generator().manual_seed(3)
+    q = t_randn((1, 9, 2, 32), torch.bfloat16, "cpu", gen)
+    k = t_randn((1, 11, 2, 32), torch.bfloat16, "cpu", gen)
+    fai.flash_attn_func(q, k, k)
+    with pytest.raises((TypeError, ValueError), match="k|dtype"):
+        fai.flash_attn_func(q, k.half(), k)
+    with pytest.raises(ValueError, match="backend"):
+        fai.flash_attn_func(q, k, k, backend="tpu")
+    with pytest.raises(ValueError, match="window_size"):
+        fai.flash_attn_func(q, k, k, window_size=(1, 2, 3))
+    with pytest.raises(ValueError, match="k"):
+        fai.flash_attn_func(q, k[0], k)
+
+
 @pytest.mark.parametrize("case", ["plain", "lse", "dim_v", "window", "scale_cap_chunk", "grad", "f32"])
 def test_eager_fast_path_equals_general_path(case, monkeypatch):
-    """flash_attn_func's one-step eager call (torch_ops.dense_eager) returns what the registered
-    op returns on the same inputs, bit for bit; where it does not apply (an input that requires
-    grad) the general path runs."""
+    """flash_attn_func's one-step eager call (torch_ops.dense_forward, C++) returns what the
+    registered op returns on the same inputs, bit for bit; where it does not apply (an input
+    that requires grad) it returns None and the general path runs."""
     from longattn import flash_attn_interface as fai
     from longattn import torch_ops
 
@@ -334,11 +391,11 @@ def test_eager_fast_path_equals_general_path(case, monkeypatch):
         q.requires_grad_(True)
     fai.flash_attn_func(q, k, v)  # the first call imports torch_ops (the general path)
     calls = []
-    real = torch_ops.dense_eager
-    monkeypatch.setattr(torch_ops, "dense_eager", lambda *a: calls.append(1) or real(*a))
+    real = torch_ops.dense_forward
+    monkeypatch.setattr(torch_ops, "dense_forward", lambda *a: calls.append(real(*a)) or calls[-1])
     o, lse = fai.flash_attn_func(q, k, v, return_attn_probs=True, **kw)
     o1 = fai.flash_attn_func(q, k, v, **kw)
-    assert len(calls) == 2
+    assert len(calls) == 2 and all((c is None) == (case == "grad") for c in calls)
     wl, wr = kw.get("window_size", (-1, -1))
     if kw["causal"]:
         wr = -1

@@ -1,0 +1,25 @@
+// What the extension's entry points share (longattn_ext.cpp defines them): the Python
+// exception for a Status, and the backend named by a string.
+#pragma once
+
+#include <string>
+
+#include "longattn/longattn.h"
+
+namespace nanobind {
+class module_;
+}
+
+namespace longattn_py {
+
+// Raises the Python exception the FlashAttention-style API documents for a failed Status
+// (invalid_argument: ValueError, not_supported: NotImplementedError, else RuntimeError).
+void raise_if_error(const longattn::Status& s);
+
+// "auto" | "reference" | "cpu" | "cuda"; ValueError naming `backend` otherwise.
+longattn::Backend backend_from(const std::string& s);
+
+// torch_fastpath.cpp: init_torch_fastpath and dense_forward.
+void register_torch_fastpath(nanobind::module_& m);
+
+}  // namespace longattn_py

@@ -1,0 +1,280 @@
+// The eager fast path of flash_attn_func for plain PyTorch tensors (host time per call, issue
+// 16): q / k / v's attributes read through the Python C API, out (and the LSE) allocated by
+// torch, then longattn::forward -- one C++ call instead of the Python layer's descriptors,
+// dict and keyword arguments. Framework-free like the rest of the extension: no torch headers;
+// torch_ops.py hands over the few torch objects it uses (init_torch_fastpath).
+//
+// It serves the common call alone: dense 4-d q / k / v of the same 16- or 32-bit dtype on one
+// CPU or CUDA device, exact torch.Tensor (no subclass), nothing recording a gradient, no `out`,
+// sinks or descales. Anything else -- and any argument it cannot read -- returns None, and the
+// Python layer takes the general path, which handles it or raises the error naming the
+// argument. Errors of longattn::forward itself (shapes, head dims, ...) raise here as there.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <string>
+
+#include "ext_errors.h"
+#include "longattn/longattn.h"
+
+namespace nb = nanobind;
+
+namespace longattn_py {
+
+
+namespace {
+
+using longattn::DType;
+using longattn::Tensor;
+
+// torch's objects, set once by init_torch_fastpath (kept for the process: never released, so
+// no destructor runs after the interpreter is gone).
+struct TorchRefs {
+  PyObject* tensor_type = nullptr;  // torch.Tensor
+  PyObject* bf16 = nullptr;         // torch.bfloat16 / float16 / float32
+  PyObject* f16 = nullptr;
+  PyObject* f32 = nullptr;
+  PyObject* empty_like = nullptr;   // torch.empty_like
+  PyObject* contiguous = nullptr;   // torch.contiguous_format
+  PyObject* raw_stream = nullptr;   // torch._C._cuda_getCurrentRawStream (None without CUDA)
+  PyObject* grad_enabled = nullptr; // torch.is_grad_enabled
+  // Interned attribute names and the keyword-name tuples of the allocations.
+  PyObject *s_data_ptr, *s_shape, *s_stride, *s_dtype, *s_is_cuda, *s_is_cpu, *s_get_device, *s_requires_grad,
+      *s_new_empty, *kw_memory_format, *kw_dtype;
+};
+TorchRefs g;
+
+// One q / k / v tensor: its view, dtype object and whether it records a gradient. False when
+// it is not a plain torch.Tensor the fast path serves (rank 4, on the CPU or a CUDA device);
+// a Python error is never left set.
+struct Read {
+  Tensor t;
+  PyObject* dtype = nullptr;  // borrowed: torch's dtype objects are immortal singletons
+  bool requires_grad = false;
+};
+
+bool read_tensor(PyObject* x, Read* r) {
+  if (Py_TYPE(x) != reinterpret_cast<PyTypeObject*>(g.tensor_type)) return false;
+  nb::object cuda = nb::steal(PyObject_GetAttr(x, g.s_is_cuda));
+  if (!cuda.is_valid()) return PyErr_Clear(), false;
+  int device = -1;
+  if (cuda.ptr() == Py_True) {
+    PyObject* self[] = {x};
+    nb::object d = nb::steal(PyObject_VectorcallMethod(g.s_get_device, self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+    if (!d.is_valid()) return PyErr_Clear(), false;
+    device = int(PyLong_AsLong(d.ptr()));
+    if (device < 0) return PyErr_Clear(), false;
+    r->t.device = {longattn::DeviceKind::cuda, device};
+  } else {
+    nb::object cpu = nb::steal(PyObject_GetAttr(x, g.s_is_cpu));
+    if (!cpu.is_valid()) return PyErr_Clear(), false;
+    if (cpu.ptr() != Py_True) return false;  // meta, mps, ...: the general path names them
+    r->t.device = {longattn::DeviceKind::cpu, 0};
+  }
+  nb::object dtype = nb::steal(PyObject_GetAttr(x, g.s_dtype));
+  if (!dtype.is_valid()) return PyErr_Clear(), false;
+  r->dtype = dtype.ptr();
+  if (r->dtype == g.bf16) r->t.dtype = DType::bf16;
+  else if (r->dtype == g.f16) r->t.dtype = DType::f16;
+  else if (r->dtype == g.f32) r->t.dtype = DType::f32;
+  else return false;
+  PyObject* self[] = {x};
+  nb::object shape = nb::steal(PyObject_GetAttr(x, g.s_shape));
+  nb::object stride = nb::steal(PyObject_VectorcallMethod(g.s_stride, self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+  nb::object ptr = nb::steal(PyObject_VectorcallMethod(g.s_data_ptr, self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+  nb::object grad = nb::steal(PyObject_GetAttr(x, g.s_requires_grad));
+  if (!shape.is_valid() || !stride.is_valid() || !ptr.is_valid() || !grad.is_valid()) return PyErr_Clear(), false;
+  if (!PyTuple_Check(shape.ptr()) || !PyTuple_Check(stride.ptr()) || PyTuple_GET_SIZE(shape.ptr()) != 4 ||
+      PyTuple_GET_SIZE(stride.ptr()) != 4)
+    return false;
+  r->t.rank = 4;
+  for (int i = 0; i < 4; ++i) {
+    r->t.shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape.ptr(), i));
+    r->t.stride[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(stride.ptr(), i));
+  }
+  r->t.data = PyLong_AsVoidPtr(ptr.ptr());
+  r->requires_grad = grad.ptr() == Py_True;
+  if (PyErr_Occurred()) return PyErr_Clear(), false;
+  static char empty_sentinel;  // an empty tensor may have a null pointer: keep it "present"
+  if (r->t.data == nullptr && r->t.numel() == 0) r->t.data = &empty_sentinel;
+  return true;
+}
+
+// A new contiguous tensor like `q` (its dtype and device) of `shape`; `dtype` overrides the
+// dtype (nullptr: q's). Its data pointer into `data`.
+nb::object new_tensor(PyObject* q, const int64_t* shape, int rank, PyObject* dtype, bool same_shape_as_q,
+                      void** data) {
+  nb::object t;
+  if (same_shape_as_q && !dtype) {  // torch.empty_like(q, memory_format=torch.contiguous_format)
+    PyObject* args[] = {nullptr, q, g.contiguous};
+    t = nb::steal(PyObject_Vectorcall(g.empty_like, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, g.kw_memory_format));
+  } else {  // q.new_empty(shape[, dtype=dtype])
+    nb::object size = nb::steal(PyTuple_New(rank));
+    for (int i = 0; i < rank; ++i) PyTuple_SET_ITEM(size.ptr(), i, PyLong_FromLongLong(shape[i]));
+    PyObject* args[] = {q, size.ptr(), dtype};
+    t = nb::steal(PyObject_VectorcallMethod(g.s_new_empty, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            dtype ? g.kw_dtype : nullptr));
+  }
+  if (!t.is_valid()) throw nb::python_error();
+  PyObject* self[] = {t.ptr()};
+  nb::object ptr = nb::steal(PyObject_VectorcallMethod(g.s_data_ptr, self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+  if (!ptr.is_valid()) throw nb::python_error();
+  *data = PyLong_AsVoidPtr(ptr.ptr());
+  return t;
+}
+
+// window_size as (left, right): a 2-tuple or 2-list of ints, else false (the general path
+// raises on it).
+bool read_window(nb::handle w, int64_t* left, int64_t* right) {
+  PyObject* o = w.ptr();
+  if (!(PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2) && !(PyList_Check(o) && PyList_GET_SIZE(o) == 2)) return false;
+  PyObject* l = PySequence_Fast_GET_ITEM(o, 0);
+  PyObject* r = PySequence_Fast_GET_ITEM(o, 1);
+  if (!PyLong_Check(l) || !PyLong_Check(r)) return false;
+  *left = PyLong_AsLongLong(l);
+  *right = PyLong_AsLongLong(r);
+  if (PyErr_Occurred()) return PyErr_Clear(), false;
+  return true;
+}
+
+void init(nb::handle tensor_type, nb::handle bf16, nb::handle f16, nb::handle f32, nb::handle empty_like,
+          nb::handle contiguous, nb::handle raw_stream, nb::handle grad_enabled) {
+  auto keep = [](nb::handle h) { return h.inc_ref().ptr(); };
+  g.tensor_type = keep(tensor_type);
+  g.bf16 = keep(bf16);
+  g.f16 = keep(f16);
+  g.f32 = keep(f32);
+  g.empty_like = keep(empty_like);
+  g.contiguous = keep(contiguous);
+  g.raw_stream = keep(raw_stream);
+  g.grad_enabled = keep(grad_enabled);
+  auto name = [](const char* s) { return PyUnicode_InternFromString(s); };
+  g.s_data_ptr = name("data_ptr");
+  g.s_shape = name("shape");
+  g.s_stride = name("stride");
+  g.s_dtype = name("dtype");
+  g.s_is_cuda = name("is_cuda");
+  g.s_is_cpu = name("is_cpu");
+  g.s_get_device = name("get_device");
+  g.s_requires_grad = name("requires_grad");
+  g.s_new_empty = name("new_empty");
+  g.kw_memory_format = Py_BuildValue("(s)", "memory_format");
+  g.kw_dtype = Py_BuildValue("(s)", "dtype");
+}
+
+// Scalars as the general path converts them (bool(), int(), float()); false where that fails
+// (the general path then raises on it).
+bool read_bool(nb::handle h, bool* out) {
+  const int t = PyObject_IsTrue(h.ptr());
+  if (t < 0) return PyErr_Clear(), false;
+  *out = t != 0;
+  return true;
+}
+bool read_int(nb::handle h, int64_t* out) {
+  *out = PyLong_AsLongLong(h.ptr());
+  if (*out == -1 && PyErr_Occurred()) return PyErr_Clear(), false;
+  return true;
+}
+bool read_float(nb::handle h, double* out) {
+  *out = PyFloat_AsDouble(h.ptr());
+  if (*out == -1.0 && PyErr_Occurred()) return PyErr_Clear(), false;
+  return true;
+}
+
+nb::object dense_forward(nb::handle q, nb::handle k, nb::handle v, nb::handle softmax_scale, nb::handle causal_h,
+                         nb::handle window_size, nb::handle chunk_h, nb::handle softcap_h, nb::handle return_lse_h,
+                         nb::handle backend_h, nb::handle num_threads_h) {
+  bool causal = false, return_lse = false;
+  int64_t attention_chunk = 0, num_threads = 0;
+  double softcap = 0.0;
+  if (!read_bool(causal_h, &causal) || !read_bool(return_lse_h, &return_lse) || !read_int(chunk_h, &attention_chunk) ||
+      !read_int(num_threads_h, &num_threads) || !PyUnicode_Check(backend_h.ptr()) ||
+      (!softcap_h.is_none() && !read_float(softcap_h, &softcap)))
+    return nb::none();
+  if (!g.tensor_type) return nb::none();
+  Read rq, rk, rv;
+  if (!read_tensor(q.ptr(), &rq) || !read_tensor(k.ptr(), &rk) || !read_tensor(v.ptr(), &rv)) return nb::none();
+  if (rk.dtype != rq.dtype || rv.dtype != rq.dtype) return nb::none();
+  if (rq.requires_grad || rk.requires_grad || rv.requires_grad) {
+    nb::object on = nb::steal(PyObject_CallNoArgs(g.grad_enabled));
+    if (!on.is_valid()) return PyErr_Clear(), nb::none();
+    if (on.ptr() == Py_True) return nb::none();  // the op records a backward that raises
+  }
+  int64_t wl = -1, wr = -1;
+  if (!read_window(window_size, &wl, &wr)) return nb::none();
+  if (causal) wr = -1;  // as interface._window: causal already bounds the right
+  longattn::Args a;
+  a.q = rq.t;
+  a.k = rk.t;
+  a.v = rv.t;
+  if (!softmax_scale.is_none()) {
+    const double s = PyFloat_AsDouble(softmax_scale.ptr());
+    if (s == -1.0 && PyErr_Occurred()) return PyErr_Clear(), nb::none();
+    a.softmax_scale = float(s);
+  }
+  a.softcap = float(softcap);
+  a.mask.causal = causal;
+  a.mask.window_left = wl;
+  a.mask.window_right = wr;
+  a.mask.chunk_size = attention_chunk;
+  a.backend = backend_from(nb::borrow<nb::str>(backend_h).c_str());
+  a.num_threads = int(num_threads);
+  const bool on_cuda = rq.t.device.kind == longattn::DeviceKind::cuda;
+  if (on_cuda) {
+    if (g.raw_stream == Py_None) return nb::none();
+    nb::object dev = nb::steal(PyLong_FromLong(rq.t.device.ordinal));
+    PyObject* args[] = {nullptr, dev.ptr()};
+    nb::object st = nb::steal(PyObject_Vectorcall(g.raw_stream, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+    if (!st.is_valid()) throw nb::python_error();
+    a.stream = PyLong_AsVoidPtr(st.ptr());
+  }
+  // out: q's leading dims, v's head dim, q's dtype, contiguous.
+  const int64_t os[4] = {rq.t.shape[0], rq.t.shape[1], rq.t.shape[2], rv.t.shape[3]};
+  a.out = rq.t;
+  a.out.stride[3] = 1;
+  a.out.shape[3] = os[3];
+  a.out.stride[2] = os[3];
+  a.out.stride[1] = os[2] * os[3];
+  a.out.stride[0] = os[1] * os[2] * os[3];
+  nb::object out = new_tensor(q.ptr(), os, 4, nullptr, os[3] == rq.t.shape[3], &a.out.data);
+  nb::object lse;
+  if (return_lse) {  // float32 (batch, heads_q, seq_q)
+    const int64_t ls[3] = {os[0], os[2], os[1]};
+    a.lse = a.out;
+    a.lse.dtype = DType::f32;
+    a.lse.rank = 3;
+    a.lse.shape[0] = ls[0];
+    a.lse.shape[1] = ls[1];
+    a.lse.shape[2] = ls[2];
+    a.lse.stride[2] = 1;
+    a.lse.stride[1] = ls[2];
+    a.lse.stride[0] = ls[1] * ls[2];
+    lse = new_tensor(q.ptr(), ls, 3, g.f32, false, &a.lse.data);
+  }
+  static char empty_sentinel;
+  if (a.out.data == nullptr) a.out.data = &empty_sentinel;
+  if (return_lse && a.lse.data == nullptr) a.lse.data = &empty_sentinel;
+  longattn::Status s;
+  if (on_cuda) {
+    s = longattn::forward(a);  // a launch: short, with the GIL held (as torch's own launches)
+  } else {
+    nb::gil_scoped_release release;  // the CPU backend computes here
+    s = longattn::forward(a);
+  }
+  raise_if_error(s);
+  if (return_lse) return nb::make_tuple(out, lse);
+  return out;
+}
+
+}  // namespace
+
+void register_torch_fastpath(nb::module_& m) {
+  m.def("init_torch_fastpath", &init, "torch's objects for dense_forward (python/longattn/torch_ops.py).");
+  m.def("dense_forward", &dense_forward, nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
+        nb::arg("softmax_scale").none(), nb::arg("causal").none(), nb::arg("window_size").none(),
+        nb::arg("attention_chunk").none(), nb::arg("softcap").none(), nb::arg("return_lse").none(),
+        nb::arg("backend").none(), nb::arg("num_threads").none(),
+        "flash_attn_func's eager call on plain torch tensors, or None where the general path must run it.");
+}
+
+}  // namespace longattn_py
