@@ -1,15 +1,18 @@
 // Where the host time of one tiny CUDA forward goes inside the C++ library (issue 16), on the
 // device: the same tiny call as host_overhead.py (batch 1, 4 queries / 8 keys, 1 head, hdim 64,
 // bf16, causal), longattn::forward whole and then each step it takes, each timed alone over
-// many calls (best of 5 windows, wall time; the GPU runs behind, the loops stay bound by the
+// many calls (best of 3 rounds of 5 windows, wall time; the GPU runs behind, the loops stay bound by the
 // host). The last row is the floor any launch of a kernel with the same parameter bytes pays.
 //
 //     build/bench/gpu/host_phases [calls]
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <vector>
 
 #include "common/overrides.h"
 #include "common/problem.h"
@@ -28,6 +31,19 @@ struct ParamBytes {
 };
 __global__ void empty_kernel(ParamBytes) {}
 __global__ void empty_kernel_no_params() {}
+
+using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void**, void**);
+
+// The driver's cuLaunchKernel (no -lcuda), for the launch-path comparison rows.
+LaunchFn driver_launch() {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion("cuLaunchKernel", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess)
+    return nullptr;
+  return reinterpret_cast<LaunchFn>(p);
+}
 
 template <class F>
 double per_call_us(int calls, F&& f) {
@@ -95,40 +111,61 @@ int main(int argc, char** argv) {
   std::printf("device: %s; us per call, best of 5 windows of %d calls\n", prop.name, calls);
   struct Row {
     const char* name;
-    double us;
+    std::function<void()> f;
+    double us = 1e30;
   };
   ParamBytes pb{};
-  const Row rows[] = {
-      {"longattn::forward (whole)", per_call_us(calls, [&] { (void)forward(a); })},
-      {"build_problem (validation)", per_call_us(calls, [&] {
+  const LaunchFn cu_launch = driver_launch();
+  cudaFunction_t fn_params = nullptr, fn_none = nullptr;
+  cudaGetFuncBySymbol(&fn_params, reinterpret_cast<const void*>(&empty_kernel));
+  cudaGetFuncBySymbol(&fn_none, reinterpret_cast<const void*>(&empty_kernel_no_params));
+  void* pb_args[] = {&pb};
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(1);
+  cfg.blockDim = dim3(32);
+  cfg.stream = stream;
+  std::vector<Row> rows = {
+      {"longattn::forward (whole)", [&] { (void)forward(a); }},
+      {"build_problem (validation)", [&] {
          detail::Problem q;
          (void)detail::build_problem(a, &q);
-       })},
-      {"cudaGetDevice", per_call_us(calls, [&] {
+       }},
+      {"cudaGetDevice", [&] {
          int d = 0;
          cudaGetDevice(&d);
-       })},
-      {"plan_forward", per_call_us(calls, [&] {
+       }},
+      {"plan_forward", [&] {
          cuda::ForwardPlan pl;
          (void)cuda::plan_forward(a, p, ov, sms, l2, &pl);
-       })},
-      {"encode_maps (q, k, v)", per_call_us(calls, [&] {
+       }},
+      {"encode_maps (q, k, v)", [&] {
          LaunchArgs l{};
          (void)cuda::encode_maps(a, p, plan, &l);
-       })},
-      {"encode_out_map", per_call_us(calls, [&] {
+       }},
+      {"encode_out_map", [&] {
          LaunchArgs l{};
          (void)cuda::encode_out_map(a, p, plan, &l);
-       })},
-      {"fill_params", per_call_us(calls, [&] {
+       }},
+      {"fill_params", [&] {
          cuda::sm90::FwdParams fp{};
          cuda::fill_params(a, p, plan, &fp);
-       })},
+       }},
       {"launch_fwd (prepared LaunchArgs)",
-       per_call_us(calls, [&] { (void)cuda::sm90::launch_fwd<cuda::sm90::InType::bf16, 64, 64>(la); })},
-      {"empty kernel, same parameter bytes", per_call_us(calls, [&] { empty_kernel<<<1, 32, 0, stream>>>(pb); })},
-      {"empty kernel, no parameters", per_call_us(calls, [&] { empty_kernel_no_params<<<1, 32, 0, stream>>>(); })},
+       [&] { (void)cuda::sm90::launch_fwd<cuda::sm90::InType::bf16, 64, 64>(la); }},
+      {"empty kernel, same parameter bytes", [&] { empty_kernel<<<1, 32, 0, stream>>>(pb); }},
+      {"empty kernel, no parameters", [&] { empty_kernel_no_params<<<1, 32, 0, stream>>>(); }},
+      {"empty kernel, cudaLaunchKernelEx", [&] { cudaLaunchKernelEx(&cfg, empty_kernel, pb); }},
+      {"empty kernel, driver cuLaunchKernel", [&] {
+         if (cu_launch) cu_launch(reinterpret_cast<CUfunction>(fn_params), 1, 1, 1, 32, 1, 1, 0, stream, pb_args, nullptr);
+       }},
+      {"no-param kernel, driver cuLaunchKernel", [&] {
+         if (cu_launch) cu_launch(reinterpret_cast<CUfunction>(fn_none), 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr);
+       }},
+      {"cudaGetLastError", [&] { (void)cudaGetLastError(); }},
   };
+  // Rounds over all rows, each row's best: the host's speed drifts within a process.
+  for (int round = 0; round < 3; ++round)
+    for (Row& r : rows) r.us = std::min(r.us, per_call_us(calls, r.f));
   for (const Row& r : rows) std::printf("  %-36s %7.2f\n", r.name, r.us);
   std::printf("parameter bytes per launch: %zu\n", sizeof(ParamBytes));
   return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;

@@ -4,7 +4,8 @@
 Usage: ncu -k regex:fwd_kernel -s 1 -c 1 --metrics ... python3 bench/gpu/once.py --lib LIB
        --batch 1 --seq 65536 --hq 32 --hk 8 --dim 128 [--causal] [--softcap 30 [--sinks]]
        [--window 4096] [--overrides "sections=0"] [--fa3 DIR]
---fa3 DIR runs FA3's kernel (DIR/libdew_flash_attn3.so through JAX, as bench.py) on the same
+--fp8 --cudnn runs cuDNN's fp8 SDPA graph (fp8.py, the .whl frontend; ncu -k regex:sm90|fmha|sdpa)
+on a shape of the same size instead. --fa3 DIR runs FA3's kernel (DIR/libdew_flash_attn3.so through JAX, as bench.py) on the same
 inputs instead of longattn's (ncu -k regex:flash).
 --overrides takes a longattn_bench_set_overrides spec (keys in bench/gpu/longattn_capi.cpp:
 sections, splits, tile_list, dynamic, pack_gqa, softcap_fixed, paged_fill, ...); ""
@@ -33,6 +34,7 @@ ap.add_argument("--window", type=int, default=-1, help="left window (causal: key
 ap.add_argument("--overrides", default="", help="longattn_bench_set_overrides spec")
 ap.add_argument("--fp8", action="store_true", help="e4m3 q / k / v (descales 1), bf16 out")
 ap.add_argument("--fa3", default="", help="run FA3's kernel from DIR instead (plain masks, bf16)")
+ap.add_argument("--cudnn", action="store_true", help="with --fp8: run cuDNN's fp8 SDPA graph instead (fp8.py)")
 a = ap.parse_args()
 g = torch.Generator(device="cuda").manual_seed(1)
 q = torch.randn(a.batch, a.seq, a.hq, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -51,6 +53,18 @@ if a.fa3:
     r.block_until_ready()
     assert not torch.isnan(fa3.to_torch(r)).any().item(), "unwritten output"
     print("once: ok (FA3)")
+    sys.exit(0)
+if a.cudnn:
+    from fp8 import CudnnFp8, make_fp8_set  # noqa: E402
+    from shapes import Case  # noqa: E402
+    assert a.fp8, "--cudnn runs the fp8 graph: pass --fp8"
+    c = Case(a.batch, a.seq, a.seq, a.hq, a.hk, a.dim, a.causal, dtype="e4m3")
+    s8 = make_fp8_set(c, 1)
+    run = CudnnFp8().impl(c, s8, amax_o=4.0)
+    for _ in range(2):
+        run.call(0)
+    torch.cuda.synchronize()
+    print("once: ok (cuDNN fp8)")
     sys.exit(0)
 la = LongAttn(a.lib)
 sinks = torch.rand(a.hq, device="cuda", dtype=torch.float32, generator=g) * 4 - 1 if a.sinks else None

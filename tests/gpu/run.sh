@@ -38,6 +38,8 @@
 #   ncutile   ncu --set full of longattn's and FA3's kernels (NCU_SHAPES: once.py flag lists
 #             split at '|'; default causal 8 x 2k, 16 heads, hdim 128): both kernels' details in
 #             $OUT/ncu_details.txt, longattn's per-SASS-instruction samples (first shape) in $OUT/ncu_source.csv.gz
+#   ncufp8    ncu --set full of the fp8 kernel and cuDNN's fp8 kernel (NCU_FP8_SHAPE), details and
+#             every warp-stall metric side by side in $OUT/ncu_fp8_stalls.txt (issue 21)
 #   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
 #             shipped rules and overrides sections=0
 # STAGE_TIMEOUT (env, seconds, default 420): the limit of each stage's command (a hang ends
@@ -248,6 +250,36 @@ for st in $STAGES; do
       ncu -i "$LOGS/ncu_longattn_1.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip >"$OUT/ncu_source.csv.gz"
       tail -20 "$LOGS/ncutile.log" >>"$LOG"
       grep -E "^==|Duration|Registers Per|Executed Ipc A|Issue Slots Busy" "$OUT/ncu_details.txt" | tee -a "$SUM" ;;
+    ncufp8)
+      # Issue 21: the fp8 kernel and cuDNN's fp8 SDPA kernel, ncu --set full each, on one shape
+      # (NCU_FP8_SHAPE: once.py flags; default 4 x 4k, 16 heads, hdim 128, full): details, and
+      # every warp-stall metric of both side by side ($OUT/ncu_fp8_stalls.txt).
+      SH=${NCU_FP8_SHAPE:-"--batch 4 --seq 4096 --hq 16 --hk 16 --dim 128"}
+      : >"$LOGS/ncufp8.log"
+      for who in longattn cudnn; do
+        if [ $who = cudnn ]; then K='regex:cudnn|sdpa|fmha|fprop|flash|attn'; X="--cudnn"; else K=regex:fwd_kernel; X=""; fi
+        # shellcheck disable=SC2086  # SH is a flag list
+        ncu --set full --import-source no --kernel-name-base demangled -k "$K" -s 1 -c 1 -f -o "$LOGS/ncu8_$who" \
+          python3 bench/gpu/once.py --lib "$BIN/liblongattn_capi.so" $SH --fp8 $X >>"$LOGS/ncufp8.log" 2>&1
+        { echo "== $who: $SH --fp8"; ncu -i "$LOGS/ncu8_$who.ncu-rep" --page details; } >>"$OUT/ncu_fp8_details.txt" 2>&1
+        ncu -i "$LOGS/ncu8_$who.ncu-rep" --page raw --csv >"$LOGS/ncu8_${who}_raw.csv" 2>&1
+      done
+      python3 - "$LOGS/ncu8_longattn_raw.csv" "$LOGS/ncu8_cudnn_raw.csv" >"$OUT/ncu_fp8_stalls.txt" 2>&1 <<'PY'
+import csv, sys
+rows = []
+for path in sys.argv[1:]:
+    with open(path) as f:
+        r = [x for x in csv.reader(f) if x]
+    hdr = next(i for i, x in enumerate(r) if "Kernel Name" in x)
+    rows.append(dict(zip(r[hdr], r[hdr + 2] if len(r) > hdr + 2 else r[hdr + 1])))
+keys = [k for k in rows[0] if "stall" in k or k in ("Kernel Name", "gpu__time_duration.sum", "sm__inst_executed.sum",
+        "smsp__issue_active.avg.pct_of_peak_sustained_active", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")]
+print("metric | longattn | cuDNN")
+for k in keys:
+    print(f"{k} | {rows[0].get(k, '')} | {rows[1].get(k, '') if len(rows) > 1 else ''}")
+PY
+      tail -20 "$LOGS/ncufp8.log" >>"$LOG"
+      grep -E "^==|Duration|Registers Per|Executed Ipc A|Issue Slots Busy" "$OUT/ncu_fp8_details.txt" | tee -a "$SUM" ;;
     ncu)
       # Issue 6: L2 hit rate and DRAM bytes of one long call, the shipped rules and one L2 section.
       M=lts__t_sector_hit_rate.pct,dram__bytes_read.sum,gpu__time_duration.sum
