@@ -167,6 +167,15 @@ def flash_attn_varlen_func(
     every key sequence is empty (zeros, softmax_lse -inf). Returns out (total_q, nheads,
     headdim_v), or (out, softmax_lse (nheads, total_q)) with return_attn_probs=True.
     """
+    ops = _TORCH_OPS
+    if (ops is not None and out is None and sinks is None and q_descale is None and k_descale is None
+            and v_descale is None and qv is None and not ops._is_compiling()):
+        # Eager torch tensors: one C++ step (torch_ops.torch_forward), None where it does not apply.
+        r = ops.torch_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, None, None, None, None,
+                              None, None, None, None, None, True, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                              window_size, attention_chunk, softcap, return_attn_probs, backend, num_threads)
+        if r is not None:
+            return r
     if qv is not None:
         _unsupported(qv=qv)
     window = _window(window_size, causal)
@@ -247,6 +256,17 @@ def flash_attn_with_kvcache(
         raise ValueError("k: k and v (the new keys and values) must be given together" if k is None
                          else "v: k and v (the new keys and values) must be given together")
     rotary = rotary_cos is not None or rotary_sin is not None
+    ops = _TORCH_OPS
+    if (ops is not None and out is None and sinks is None and q_descale is None and k_descale is None
+            and v_descale is None and (causal or not rotary) and not ops._is_compiling()):
+        # Eager torch tensors: one C++ step (torch_ops.torch_forward), None where it does not apply
+        # (cache_seqlens as an int among others). Not rotary without causal: its window rule below.
+        r = ops.torch_forward(q, k_cache, v_cache, cu_seqlens_q, None, None, cache_seqlens, page_table, k, v,
+                              cu_seqlens_k_new, cache_batch_idx, cache_leftpad, rotary_cos, rotary_sin, rotary_seqlens,
+                              rotary_interleaved, max_seqlen_q, 0, softmax_scale, causal, window_size,
+                              attention_chunk, softcap, return_softmax_lse, backend, num_threads)
+        if r is not None:
+            return (r[0], r[1]) + _empty_accumulators(r[1]) if return_softmax_lse else r
     kvcache = {}
     for name, x in (("k_new", k), ("v_new", v), ("cu_seqlens_k_new", cu_seqlens_k_new),
                     ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad),

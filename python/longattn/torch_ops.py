@@ -118,12 +118,14 @@ def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqle
 
 Tensor = torch.Tensor
 
-# flash_attn_func's common eager call in one C++ step (python/src/torch_fastpath.cpp): plain
-# torch tensors, nothing traced or recording a gradient, no out / sinks / descales. It returns
-# None where the general path below must run the call. interface.py calls it directly.
-_ext.init_torch_fastpath(torch.Tensor, torch.bfloat16, torch.float16, torch.float32, torch.empty_like,
+# The FA3-style functions' common eager calls in one C++ step (python/src/torch_fastpath.cpp):
+# plain torch tensors, nothing traced or recording a gradient, no out / sinks / descales.
+# dense_forward (flash_attn_func) and torch_forward (varlen, kvcache) return None where the
+# general path below must run the call. interface.py calls them directly.
+_ext.init_torch_fastpath(torch.Tensor, torch.bfloat16, torch.float16, torch.float32, torch.int32, torch.empty_like,
                          torch.contiguous_format, _raw_stream, torch.is_grad_enabled)
 dense_forward = _ext.dense_forward
+torch_forward = _ext.torch_forward
 
 
 # ---------------------------------------------------------------- the ops' bodies and fakes

@@ -1,14 +1,16 @@
-// The eager fast path of flash_attn_func for plain PyTorch tensors (host time per call, issue
-// 16): q / k / v's attributes read through the Python C API, out (and the LSE) allocated by
-// torch, then longattn::forward -- one C++ call instead of the Python layer's descriptors,
-// dict and keyword arguments. Framework-free like the rest of the extension: no torch headers;
-// torch_ops.py hands over the few torch objects it uses (init_torch_fastpath).
+// The eager fast path of the FlashAttention-3 style functions for plain PyTorch tensors (host
+// time per call, issue 16): the tensors' attributes read through the Python C API, out (and the
+// LSE) allocated by torch, then longattn::forward -- one C++ call instead of the Python layer's
+// descriptors, dicts and keyword arguments. Framework-free like the rest of the extension: no
+// torch headers; torch_ops.py hands over the few torch objects it uses (init_torch_fastpath).
 //
-// It serves the common call alone: dense 4-d q / k / v of the same 16- or 32-bit dtype on one
-// CPU or CUDA device, exact torch.Tensor (no subclass), nothing recording a gradient, no `out`,
-// sinks or descales. Anything else -- and any argument it cannot read -- returns None, and the
-// Python layer takes the general path, which handles it or raises the error naming the
-// argument. Errors of longattn::forward itself (shapes, head dims, ...) raise here as there.
+// It serves exact torch.Tensor arguments (no subclass) on one CPU or CUDA device, q / k / v of
+// one 16- or 32-bit dtype, nothing recording a gradient, no `out`, sinks or descales:
+// flash_attn_func (dense_forward), flash_attn_varlen_func and flash_attn_with_kvcache
+// (torch_forward: ragged, seqused, paged, and the cache append / rotary inputs). Anything else
+// -- and any argument it cannot read -- returns None, and the Python layer takes the general
+// path, which handles it or raises the error naming the argument. Errors of longattn::forward
+// itself (shapes, head dims, devices, ...) raise here as there.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
@@ -34,6 +36,7 @@ struct TorchRefs {
   PyObject* bf16 = nullptr;         // torch.bfloat16 / float16 / float32
   PyObject* f16 = nullptr;
   PyObject* f32 = nullptr;
+  PyObject* i32 = nullptr;          // torch.int32 (metadata tensors)
   PyObject* empty_like = nullptr;   // torch.empty_like
   PyObject* contiguous = nullptr;   // torch.contiguous_format
   PyObject* raw_stream = nullptr;   // torch._C._cuda_getCurrentRawStream (None without CUDA)
@@ -44,9 +47,9 @@ struct TorchRefs {
 };
 TorchRefs g;
 
-// One q / k / v tensor: its view, dtype object and whether it records a gradient. False when
-// it is not a plain torch.Tensor the fast path serves (rank 4, on the CPU or a CUDA device);
-// a Python error is never left set.
+// One tensor argument: its view, dtype object and whether it records a gradient. False when
+// it is not a plain torch.Tensor the fast path serves (rank 1-4, bf16 / f16 / f32 / int32, on
+// the CPU or a CUDA device); a Python error is never left set.
 struct Read {
   Tensor t;
   PyObject* dtype = nullptr;  // borrowed: torch's dtype objects are immortal singletons
@@ -77,6 +80,7 @@ bool read_tensor(PyObject* x, Read* r) {
   if (r->dtype == g.bf16) r->t.dtype = DType::bf16;
   else if (r->dtype == g.f16) r->t.dtype = DType::f16;
   else if (r->dtype == g.f32) r->t.dtype = DType::f32;
+  else if (r->dtype == g.i32) r->t.dtype = DType::i32;
   else return false;
   PyObject* self[] = {x};
   nb::object shape = nb::steal(PyObject_GetAttr(x, g.s_shape));
@@ -84,11 +88,11 @@ bool read_tensor(PyObject* x, Read* r) {
   nb::object ptr = nb::steal(PyObject_VectorcallMethod(g.s_data_ptr, self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
   nb::object grad = nb::steal(PyObject_GetAttr(x, g.s_requires_grad));
   if (!shape.is_valid() || !stride.is_valid() || !ptr.is_valid() || !grad.is_valid()) return PyErr_Clear(), false;
-  if (!PyTuple_Check(shape.ptr()) || !PyTuple_Check(stride.ptr()) || PyTuple_GET_SIZE(shape.ptr()) != 4 ||
-      PyTuple_GET_SIZE(stride.ptr()) != 4)
-    return false;
-  r->t.rank = 4;
-  for (int i = 0; i < 4; ++i) {
+  if (!PyTuple_Check(shape.ptr()) || !PyTuple_Check(stride.ptr())) return false;
+  const Py_ssize_t rank = PyTuple_GET_SIZE(shape.ptr());
+  if (rank < 1 || rank > longattn::kMaxRank || PyTuple_GET_SIZE(stride.ptr()) != rank) return false;
+  r->t.rank = int(rank);
+  for (int i = 0; i < r->t.rank; ++i) {
     r->t.shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape.ptr(), i));
     r->t.stride[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(stride.ptr(), i));
   }
@@ -137,13 +141,14 @@ bool read_window(nb::handle w, int64_t* left, int64_t* right) {
   return true;
 }
 
-void init(nb::handle tensor_type, nb::handle bf16, nb::handle f16, nb::handle f32, nb::handle empty_like,
+void init(nb::handle tensor_type, nb::handle bf16, nb::handle f16, nb::handle f32, nb::handle i32, nb::handle empty_like,
           nb::handle contiguous, nb::handle raw_stream, nb::handle grad_enabled) {
   auto keep = [](nb::handle h) { return h.inc_ref().ptr(); };
   g.tensor_type = keep(tensor_type);
   g.bf16 = keep(bf16);
   g.f16 = keep(f16);
   g.f32 = keep(f32);
+  g.i32 = keep(i32);
   g.empty_like = keep(empty_like);
   g.contiguous = keep(contiguous);
   g.raw_stream = keep(raw_stream);
@@ -181,43 +186,91 @@ bool read_float(nb::handle h, double* out) {
   return true;
 }
 
-nb::object dense_forward(nb::handle q, nb::handle k, nb::handle v, nb::handle softmax_scale, nb::handle causal_h,
-                         nb::handle window_size, nb::handle chunk_h, nb::handle softcap_h, nb::handle return_lse_h,
-                         nb::handle backend_h, nb::handle num_threads_h) {
-  bool causal = false, return_lse = false;
-  int64_t attention_chunk = 0, num_threads = 0;
-  double softcap = 0.0;
-  if (!read_bool(causal_h, &causal) || !read_bool(return_lse_h, &return_lse) || !read_int(chunk_h, &attention_chunk) ||
-      !read_int(num_threads_h, &num_threads) || !PyUnicode_Check(backend_h.ptr()) ||
-      (!softcap_h.is_none() && !read_float(softcap_h, &softcap)))
-    return nb::none();
+// The handles of one call (None where absent), in torch_forward's order.
+enum Opt { kCuSeqlensQ, kCuSeqlensK, kSequsedQ, kSequsedK, kPageTable, kKNew, kVNew, kCuSeqlensKNew,
+           kCacheBatchIdx, kCacheLeftpad, kRotaryCos, kRotarySin, kRotarySeqlens, kNumOpt };
+struct Call {
+  nb::handle q, k, v;
+  nb::handle opt[kNumOpt];
+  nb::handle rotary_interleaved, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_size, chunk, softcap,
+      return_lse, backend, num_threads;
+};
+
+// A contiguous view of `rank` / `shape` like `like` (device), dtype dt, data to come.
+Tensor contiguous_like(const Tensor& like, DType dt, int rank, const int64_t* shape) {
+  Tensor t;
+  t.device = like.device;
+  t.dtype = dt;
+  t.rank = rank;
+  int64_t st = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    t.shape[i] = shape[i];
+    t.stride[i] = st;
+    st *= shape[i];
+  }
+  return t;
+}
+
+nb::object run(const Call& c) {
   if (!g.tensor_type) return nb::none();
+  bool causal = false, return_lse = false, interleaved = true;
+  int64_t chunk = 0, num_threads = 0, max_q = 0, max_k = 0;
+  double softcap = 0.0;
+  if (!read_bool(c.causal, &causal) || !read_bool(c.return_lse, &return_lse) ||
+      !read_bool(c.rotary_interleaved, &interleaved) || !read_int(c.chunk, &chunk) ||
+      !read_int(c.num_threads, &num_threads) || !PyUnicode_Check(c.backend.ptr()) ||
+      (!c.softcap.is_none() && !read_float(c.softcap, &softcap)) ||
+      (!c.max_seqlen_q.is_none() && !read_int(c.max_seqlen_q, &max_q)) ||
+      (!c.max_seqlen_k.is_none() && !read_int(c.max_seqlen_k, &max_k)))
+    return nb::none();
   Read rq, rk, rv;
-  if (!read_tensor(q.ptr(), &rq) || !read_tensor(k.ptr(), &rk) || !read_tensor(v.ptr(), &rv)) return nb::none();
-  if (rk.dtype != rq.dtype || rv.dtype != rq.dtype) return nb::none();
-  if (rq.requires_grad || rk.requires_grad || rv.requires_grad) {
+  if (!read_tensor(c.q.ptr(), &rq) || !read_tensor(c.k.ptr(), &rk) || !read_tensor(c.v.ptr(), &rv)) return nb::none();
+  if (rk.dtype != rq.dtype || rv.dtype != rq.dtype || rq.t.dtype == DType::i32) return nb::none();
+  bool grad = rq.requires_grad || rk.requires_grad || rv.requires_grad;
+  longattn::Args a;
+  longattn::KvCacheArgs& kc = a.kvcache;
+  Tensor* fields[kNumOpt] = {&a.cu_seqlens_q,    &a.cu_seqlens_k,     &a.seqused_q,      &a.seqused_k,
+                             &a.page_table,      &kc.k_new,           &kc.v_new,         &kc.cu_seqlens_k_new,
+                             &kc.cache_batch_idx, &kc.cache_leftpad,  &kc.rotary_cos,    &kc.rotary_sin,
+                             &kc.rotary_seqlens};
+  const bool rotary = !c.opt[kRotaryCos].is_none() || !c.opt[kRotarySin].is_none();
+  for (int i = 0; i < kNumOpt; ++i) {
+    if (c.opt[i].is_none() || (i == kRotarySeqlens && !rotary)) continue;  // FA3 ignores it without rotary
+    Read r;
+    if (!read_tensor(c.opt[i].ptr(), &r)) return nb::none();  // e.g. cache_seqlens as an int
+    *fields[i] = r.t;
+    grad = grad || r.requires_grad;
+  }
+  if (grad) {
     nb::object on = nb::steal(PyObject_CallNoArgs(g.grad_enabled));
     if (!on.is_valid()) return PyErr_Clear(), nb::none();
     if (on.ptr() == Py_True) return nb::none();  // the op records a backward that raises
   }
+  const bool ragged_q = a.cu_seqlens_q.present();
+  // max_seqlen_k = 0 with ragged keys: the general path says "every key sequence empty" with
+  // k / v of no rows; a dense q of rank 3 is an error the general path names.
+  if ((a.cu_seqlens_k.present() && max_k == 0) || (!ragged_q && rq.t.rank != 4) || (ragged_q && rq.t.rank != 3))
+    return nb::none();
   int64_t wl = -1, wr = -1;
-  if (!read_window(window_size, &wl, &wr)) return nb::none();
+  if (!read_window(c.window_size, &wl, &wr)) return nb::none();
   if (causal) wr = -1;  // as interface._window: causal already bounds the right
-  longattn::Args a;
   a.q = rq.t;
   a.k = rk.t;
   a.v = rv.t;
-  if (!softmax_scale.is_none()) {
-    const double s = PyFloat_AsDouble(softmax_scale.ptr());
-    if (s == -1.0 && PyErr_Occurred()) return PyErr_Clear(), nb::none();
-    a.softmax_scale = float(s);
+  a.max_seqlen_q = max_q;
+  a.max_seqlen_k = max_k;
+  kc.rotary_interleaved = interleaved;
+  if (!c.softmax_scale.is_none()) {
+    double sc = 0.0;
+    if (!read_float(c.softmax_scale, &sc)) return nb::none();
+    a.softmax_scale = float(sc);
   }
   a.softcap = float(softcap);
   a.mask.causal = causal;
   a.mask.window_left = wl;
   a.mask.window_right = wr;
-  a.mask.chunk_size = attention_chunk;
-  a.backend = backend_from(nb::borrow<nb::str>(backend_h).c_str());
+  a.mask.chunk_size = chunk;
+  a.backend = backend_from(nb::borrow<nb::str>(c.backend).c_str());
   a.num_threads = int(num_threads);
   const bool on_cuda = rq.t.device.kind == longattn::DeviceKind::cuda;
   if (on_cuda) {
@@ -228,42 +281,60 @@ nb::object dense_forward(nb::handle q, nb::handle k, nb::handle v, nb::handle so
     if (!st.is_valid()) throw nb::python_error();
     a.stream = PyLong_AsVoidPtr(st.ptr());
   }
-  // out: q's leading dims, v's head dim, q's dtype, contiguous.
-  const int64_t os[4] = {rq.t.shape[0], rq.t.shape[1], rq.t.shape[2], rv.t.shape[3]};
-  a.out = rq.t;
-  a.out.stride[3] = 1;
-  a.out.shape[3] = os[3];
-  a.out.stride[2] = os[3];
-  a.out.stride[1] = os[2] * os[3];
-  a.out.stride[0] = os[1] * os[2] * os[3];
-  nb::object out = new_tensor(q.ptr(), os, 4, nullptr, os[3] == rq.t.shape[3], &a.out.data);
+  // out: q's leading dims, v's head dim, q's dtype, contiguous. LSE float32: ragged (heads_q,
+  // total_q), dense (batch, heads_q, seq_q).
+  const int qr = rq.t.rank;
+  int64_t os[4];
+  for (int i = 0; i < qr; ++i) os[i] = rq.t.shape[i];
+  os[qr - 1] = rv.t.shape[rv.t.rank - 1];
+  a.out = contiguous_like(rq.t, rq.t.dtype, qr, os);
+  nb::object out = new_tensor(c.q.ptr(), os, qr, nullptr, os[qr - 1] == rq.t.shape[qr - 1], &a.out.data);
   nb::object lse;
-  if (return_lse) {  // float32 (batch, heads_q, seq_q)
-    const int64_t ls[3] = {os[0], os[2], os[1]};
-    a.lse = a.out;
-    a.lse.dtype = DType::f32;
-    a.lse.rank = 3;
-    a.lse.shape[0] = ls[0];
-    a.lse.shape[1] = ls[1];
-    a.lse.shape[2] = ls[2];
-    a.lse.stride[2] = 1;
-    a.lse.stride[1] = ls[2];
-    a.lse.stride[0] = ls[1] * ls[2];
-    lse = new_tensor(q.ptr(), ls, 3, g.f32, false, &a.lse.data);
+  if (return_lse) {
+    const int64_t ls[3] = {ragged_q ? os[1] : os[0], ragged_q ? os[0] : os[2], os[1]};
+    a.lse = contiguous_like(rq.t, DType::f32, ragged_q ? 2 : 3, ls);
+    lse = new_tensor(c.q.ptr(), ls, a.lse.rank, g.f32, false, &a.lse.data);
   }
-  static char empty_sentinel;
+  static char empty_sentinel;  // an empty tensor may have a null pointer: keep it "present"
   if (a.out.data == nullptr) a.out.data = &empty_sentinel;
   if (return_lse && a.lse.data == nullptr) a.lse.data = &empty_sentinel;
-  longattn::Status s;
+  longattn::Status st;
   if (on_cuda) {
-    s = longattn::forward(a);  // a launch: short, with the GIL held (as torch's own launches)
+    st = longattn::forward(a);  // launches: short, with the GIL held (as torch's own launches)
   } else {
     nb::gil_scoped_release release;  // the CPU backend computes here
-    s = longattn::forward(a);
+    st = longattn::forward(a);
   }
-  raise_if_error(s);
+  raise_if_error(st);
   if (return_lse) return nb::make_tuple(out, lse);
   return out;
+}
+
+// flash_attn_func's call: dense q / k / v, no metadata.
+nb::object dense_forward(nb::handle q, nb::handle k, nb::handle v, nb::handle softmax_scale, nb::handle causal,
+                         nb::handle window_size, nb::handle chunk, nb::handle softcap, nb::handle return_lse,
+                         nb::handle backend, nb::handle num_threads) {
+  Call c{q, k, v, {}, nb::handle(Py_True), nb::none(), nb::none(), softmax_scale, causal, window_size, chunk,
+         softcap, return_lse, backend, num_threads};
+  for (nb::handle& h : c.opt) h = nb::none();
+  return run(c);
+}
+
+// Every argument: flash_attn_varlen_func's and flash_attn_with_kvcache's calls.
+nb::object torch_forward(nb::args args) {
+  constexpr size_t kArgs = 3 + kNumOpt + 11;
+  if (args.size() != kArgs)
+    throw nb::type_error(("torch_forward: expected " + std::to_string(kArgs) + " arguments").c_str());
+  Call c;
+  size_t i = 0;
+  c.q = args[i++];
+  c.k = args[i++];
+  c.v = args[i++];
+  for (nb::handle& h : c.opt) h = args[i++];
+  for (nb::handle* h : {&c.rotary_interleaved, &c.max_seqlen_q, &c.max_seqlen_k, &c.softmax_scale, &c.causal,
+                        &c.window_size, &c.chunk, &c.softcap, &c.return_lse, &c.backend, &c.num_threads})
+    *h = args[i++];
+  return run(c);
 }
 
 }  // namespace
@@ -275,6 +346,12 @@ void register_torch_fastpath(nb::module_& m) {
         nb::arg("attention_chunk").none(), nb::arg("softcap").none(), nb::arg("return_lse").none(),
         nb::arg("backend").none(), nb::arg("num_threads").none(),
         "flash_attn_func's eager call on plain torch tensors, or None where the general path must run it.");
+  m.def("torch_forward", &torch_forward,
+        "torch_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, k_new, v_new, "
+        "cu_seqlens_k_new, cache_batch_idx, cache_leftpad, rotary_cos, rotary_sin, rotary_seqlens, "
+        "rotary_interleaved, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_size, attention_chunk, "
+        "softcap, return_lse, backend, num_threads): the varlen / kvcache eager call, or None where the general "
+        "path must run it.");
 }
 
 }  // namespace longattn_py

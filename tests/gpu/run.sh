@@ -39,7 +39,8 @@
 #             split at '|'; default causal 8 x 2k, 16 heads, hdim 128): both kernels' details in
 #             $OUT/ncu_details.txt, longattn's per-SASS-instruction samples (first shape) in $OUT/ncu_source.csv.gz
 #   ncufp8    ncu --set full of the fp8 kernel and cuDNN's fp8 kernel (NCU_FP8_SHAPE), details and
-#             every warp-stall metric side by side in $OUT/ncu_fp8_stalls.txt (issue 21)
+#             every warp-stall metric side by side in $OUT/ncu_fp8_stalls.txt, the fp8 kernel's
+#             per-SASS-instruction samples in $OUT/ncu_fp8_source.csv.gz (issue 21)
 #   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
 #             shipped rules and overrides sections=0
 # STAGE_TIMEOUT (env, seconds, default 420): the limit of each stage's command (a hang ends
@@ -210,7 +211,8 @@ for st in $STAGES; do
       tail -5 "$LOGS/pytest.log" | tee -a "$SUM" ;;
     host)
       # The C++ call step by step, the Python layers, then host time per call of this tree and
-      # of each baseline's Python package (built above), alternating, two rounds.
+      # of each baseline's Python package (built above): eager, alternating fresh processes,
+      # HOST_ROUNDS (env, default 8) rounds, medians; then this tree's eager and compiled rows.
       [ -x "$BIN/host_phases" ] && run host_phases "$BIN/host_phases"
       run host_breakdown python3 bench/gpu/host_breakdown.py
       PKGS="$PYPKG"
@@ -220,11 +222,11 @@ for st in $STAGES; do
         rm -rf "$PYPKG$OLD" && mkdir -p "$PYPKG$OLD" && cp -r $OLD/python/longattn "$PYPKG$OLD/" && cp "$X" "$PYPKG$OLD/longattn/"
         PKGS="$PKGS $PYPKG$OLD"
       done
-      for round in $(seq "${HOST_ROUNDS:-3}"); do for P in $PKGS; do
-        echo "== host_overhead round $round: $P" | tee -a "$SUM"
-        PYTHONPATH=$P:${PYTHONPATH:-} run host_overhead python3 bench/gpu/host_overhead.py
-        grep "^|" "$LOGS/host_overhead.log" | tee -a "$SUM"
-      done; done ;;
+      # shellcheck disable=SC2086  # PKGS is a list
+      run host_ab python3 bench/gpu/host_overhead.py --ab $PKGS --rounds "${HOST_ROUNDS:-8}"
+      grep "^|" "$LOGS/host_ab.log" | tee -a "$SUM"
+      run host_overhead python3 bench/gpu/host_overhead.py
+      grep "^|" "$LOGS/host_overhead.log" | tee -a "$SUM" ;;
     cp)
       run cp_one_gpu python3 tests/gpu/cp_one_gpu.py
       grep -E "FAIL|^\(c\)|overhead|passed|failed" "$LOGS/cp_one_gpu.log" | head -20 | tee -a "$SUM" ;;
@@ -278,6 +280,7 @@ print("metric | longattn | cuDNN")
 for k in keys:
     print(f"{k} | {rows[0].get(k, '')} | {rows[1].get(k, '') if len(rows) > 1 else ''}")
 PY
+      ncu -i "$LOGS/ncu8_longattn.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip >"$OUT/ncu_fp8_source.csv.gz"
       tail -20 "$LOGS/ncufp8.log" >>"$LOG"
       grep -E "^==|Duration|Registers Per|Executed Ipc A|Issue Slots Busy" "$OUT/ncu_fp8_details.txt" | tee -a "$SUM" ;;
     ncu)

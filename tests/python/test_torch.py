@@ -368,6 +368,59 @@ def test_eager_fast_path_errors_as_general_path():
         fai.flash_attn_func(q, k[0], k)
 
 
+@pytest.mark.parametrize("case", ["varlen_seqused", "kvcache_append_rotary", "kvcache_paged", "kvcache_int_seqlens"])
+def test_eager_fast_path_varlen_kvcache(case, monkeypatch):
+    """flash_attn_varlen_func and flash_attn_with_kvcache on eager tensors run the C++ fast path
+    (torch_ops.torch_forward) and return what the registered ops return on the same inputs, bit
+    for bit, caches included; cache_seqlens given as an int takes the general path."""
+    from longattn import flash_attn_interface as fai
+    from longattn import torch_ops
+
+    gen = torch.Generator().manual_seed(len(case))
+    bf = torch.bfloat16
+    calls = []
+    fai.flash_attn_func(*(t_randn((1, 3, 1, 16), bf, "cpu", gen) for _ in range(3)))  # imports torch_ops
+    real = torch_ops.torch_forward
+    monkeypatch.setattr(torch_ops, "torch_forward", lambda *a: calls.append(real(*a)) or calls[-1])
+    if case == "varlen_seqused":
+        cu = torch.tensor([0, 19, 19, 60], dtype=torch.int32)
+        q, k, v = (t_randn((60, 4, 32), bf, "cpu", gen) for _ in range(3))
+        used = torch.tensor([11, 0, 40], dtype=torch.int32)
+        o, lse = fai.flash_attn_varlen_func(q, k, v, cu, cu, 41, 41, seqused_q=used, causal=True,
+                                            window_size=(7, 0), return_attn_probs=True)
+        ro, rlse = torch.ops.longattn.fwd(q, k, v, cu, cu, used, None, None, 41, 41, None, None, None, None, None, 0.0,
+                                          True, 7, -1, 0, "auto", 0)
+        rows = torch.cat([torch.arange(0, 11), torch.arange(19, 59)])  # the rows seqused_q computes
+        assert torch.equal(o[rows], ro[rows]) and torch.equal(lse[:, rows], rlse[:, rows])
+        assert len(calls) == 1 and calls[0] is not None
+        return
+    b, hk, d = 2, 2, 32
+    q = t_randn((b, 3, 4, d), bf, "cpu", gen)
+    knew, vnew = (t_randn((b, 3, hk, d), bf, "cpu", gen) for _ in range(2))
+    seqlens = torch.tensor([5, 17], dtype=torch.int32)
+    page_table = None
+    if case == "kvcache_paged":
+        kc, vc = (t_randn((6, 8, hk, d), bf, "cpu", gen) for _ in range(2))
+        page_table = torch.tensor([[4, 0, 2], [1, 5, 3]], dtype=torch.int32)
+    else:
+        kc, vc = (t_randn((b, 24, hk, d), bf, "cpu", gen) for _ in range(2))
+    cos = sin = None
+    if case == "kvcache_append_rotary":
+        ang = torch.rand((30, d // 2), generator=gen) * 6.28
+        cos, sin = ang.cos(), ang.sin()
+    kc2, vc2 = kc.clone(), vc.clone()
+    cache_seqlens = 9 if case == "kvcache_int_seqlens" else seqlens
+    o, lse, *_ = fai.flash_attn_with_kvcache(q, kc, vc, knew, vnew, rotary_cos=cos, rotary_sin=sin,
+                                             cache_seqlens=cache_seqlens, page_table=page_table, causal=True,
+                                             return_softmax_lse=True)
+    sl = torch.full((b,), 9, dtype=torch.int32) if case == "kvcache_int_seqlens" else seqlens
+    ro, rlse = torch.ops.longattn.fwd_kvcache(q, kc2, vc2, knew, vnew, None, None, sl, None, None, page_table, cos,
+                                              sin, None, True, 0, None, None, None, None, None, 0.0, True, -1, -1, 0,
+                                              "auto", 0)
+    assert torch.equal(o, ro) and torch.equal(lse, rlse) and torch.equal(kc, kc2) and torch.equal(vc, vc2)
+    assert len(calls) == 1 and (calls[0] is None) == (case == "kvcache_int_seqlens")
+
+
 @pytest.mark.parametrize("case", ["plain", "lse", "dim_v", "window", "scale_cap_chunk", "grad", "f32"])
 def test_eager_fast_path_equals_general_path(case, monkeypatch):
     """flash_attn_func's one-step eager call (torch_ops.dense_forward, C++) returns what the
