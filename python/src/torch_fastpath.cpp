@@ -86,7 +86,8 @@ bool read_tensor(PyObject* x, Read* r) {
   nb::object shape = nb::steal(PyObject_GetAttr(x, g.s_shape));
   nb::object stride = nb::steal(PyObject_VectorcallMethod(g.s_stride, self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
   nb::object ptr = nb::steal(PyObject_VectorcallMethod(g.s_data_ptr, self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
-  nb::object grad = nb::steal(PyObject_GetAttr(x, g.s_requires_grad));
+  // Integer tensors (the metadata) cannot require grad: no read.
+  nb::object grad = r->t.dtype == DType::i32 ? nb::borrow(Py_False) : nb::steal(PyObject_GetAttr(x, g.s_requires_grad));
   if (!shape.is_valid() || !stride.is_valid() || !ptr.is_valid() || !grad.is_valid()) return PyErr_Clear(), false;
   if (!PyTuple_Check(shape.ptr()) || !PyTuple_Check(stride.ptr())) return false;
   const Py_ssize_t rank = PyTuple_GET_SIZE(shape.ptr());

@@ -168,8 +168,12 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // The tile list only where lengths can differ between sequences (packed q / k, seqused_q /
   // seqused_k): uniform paged or 192/128 calls keep the padded grid, which has no empty tile
   // there and keeps one head's q-blocks together. Packed GQA runs the padded grid (the list
-  // builder counts unpacked q-blocks).
-  const bool varying = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || p.has_seqused_q;
+  // builder counts unpacked q-blocks). And only past one wave of padded tiles: within one,
+  // every CTA runs at most one tile whatever the order, empty tiles end at once, and the list
+  // would only add its pre-kernel and stream-ordered allocation to the call (the host time of
+  // small calls: decode steps, short varlen batches).
+  const bool varying = (p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || p.has_seqused_q) &&
+                       tiles > num_sms;
   pl.tile_list = sm90::kernel_ragged(pl.kernel) && !pack && (l2_list || decide(ov.tile_list, varying));
   // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
   pl.list_items = p.batch * pl.num_m_blocks;

@@ -284,6 +284,40 @@ TEST(GpuForwardEmpty, NoKeyRowsWithSeqUsedQ) {
 namespace longattn {
 namespace {
 
+// plan.cpp's tile-list rule for varying lengths, on the host (no GPU): a ragged call takes the
+// device-built list only past one wave of padded tiles (132 SMs here); within one, the padded
+// grid (no pre-kernel, no allocation).
+TEST(GpuPlanRule, RaggedTileListOnlyPastOneWave) {
+  struct C {
+    int64_t batch, max_seq, heads;
+    bool list;
+  };
+  // Padded tiles = batch x ceil(max_seq / 128) x heads.
+  const C cases[] = {{1, 4, 1, false}, {4, 1000, 4, false}, {2, 4096, 2, false}, {3, 4096, 2, true},
+                     {8, 1000, 16, true}};
+  const Device gpu{DeviceKind::cuda, 0};
+  auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
+  for (const C& c : cases) {
+    const int64_t total = c.batch * c.max_seq;
+    Args a;
+    a.q = make_tensor(fake(0), DType::bf16, {total, c.heads, 128}, gpu);
+    a.k = make_tensor(fake(1), DType::bf16, {total, c.heads, 128}, gpu);
+    a.v = make_tensor(fake(2), DType::bf16, {total, c.heads, 128}, gpu);
+    a.out = make_tensor(fake(3), DType::bf16, {total, c.heads, 128}, gpu);
+    a.cu_seqlens_q = make_tensor(fake(4), DType::i32, {c.batch + 1}, gpu);
+    a.cu_seqlens_k = make_tensor(fake(5), DType::i32, {c.batch + 1}, gpu);
+    a.max_seqlen_q = a.max_seqlen_k = c.max_seq;
+    a.mask.causal = true;
+    detail::Problem p;
+    const Status st = detail::build_problem(a, &p);
+    ASSERT_TRUE(st.ok()) << st.message();
+    cuda::ForwardPlan plan;
+    ASSERT_TRUE(cuda::plan_forward(a, p, {}, 132, int64_t(50) << 20, &plan).ok());
+    EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::ragged);
+    EXPECT_EQ(plan.tile_list, c.list) << "b" << c.batch << " max_seq " << c.max_seq << " h" << c.heads;
+  }
+}
+
 // plan.cpp's tile-list rule for the hdim-256 kinds, on the host (no GPU, no memory touched):
 // causal calls whose (batch, head) pairs' K/V exceed the L2 budget with fewer than 3 running
 // tiles per pair take the ragged kind's tile list; few pairs, non-causal, fp8 and hdim 128
