@@ -224,6 +224,12 @@ nb::object run(const Call& c) {
       (!c.max_seqlen_q.is_none() && !read_int(c.max_seqlen_q, &max_q)) ||
       (!c.max_seqlen_k.is_none() && !read_int(c.max_seqlen_k, &max_k)))
     return nb::none();
+  // The general path's cases that are cheap to see, before any tensor is read: an argument that
+  // is not a tensor (cache_seqlens as an int), max_seqlen_k = 0 with ragged keys (it says "every
+  // key sequence is empty" with k / v of no rows).
+  for (const nb::handle& h : c.opt)
+    if (!h.is_none() && Py_TYPE(h.ptr()) != reinterpret_cast<PyTypeObject*>(g.tensor_type)) return nb::none();
+  if (!c.opt[kCuSeqlensK].is_none() && max_k == 0) return nb::none();
   Read rq, rk, rv;
   if (!read_tensor(c.q.ptr(), &rq) || !read_tensor(c.k.ptr(), &rk) || !read_tensor(c.v.ptr(), &rv)) return nb::none();
   if (rk.dtype != rq.dtype || rv.dtype != rq.dtype || rq.t.dtype == DType::i32) return nb::none();
@@ -248,10 +254,7 @@ nb::object run(const Call& c) {
     if (on.ptr() == Py_True) return nb::none();  // the op records a backward that raises
   }
   const bool ragged_q = a.cu_seqlens_q.present();
-  // max_seqlen_k = 0 with ragged keys: the general path says "every key sequence empty" with
-  // k / v of no rows; a dense q of rank 3 is an error the general path names.
-  if ((a.cu_seqlens_k.present() && max_k == 0) || (!ragged_q && rq.t.rank != 4) || (ragged_q && rq.t.rank != 3))
-    return nb::none();
+  if ((!ragged_q && rq.t.rank != 4) || (ragged_q && rq.t.rank != 3)) return nb::none();  // the general path names it
   int64_t wl = -1, wr = -1;
   if (!read_window(c.window_size, &wl, &wr)) return nb::none();
   if (causal) wr = -1;  // as interface._window: causal already bounds the right
