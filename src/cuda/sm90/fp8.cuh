@@ -57,6 +57,7 @@ __device__ __forceinline__ void acc_to_a_frag_fp8(const float (&s)[NS], uint32_t
 template <class Cfg, int kWarps, int kW>
 __device__ __forceinline__ void transpose_v_warp(const uint8_t* v, uint8_t* vt, int lane, int32_t n_valid) {
   constexpr int kN = Cfg::kBlockN, kDv = Cfg::kHeadDimV, kUp = kDv / 32, kGroups = (kN / 128) * 8;
+  static_assert(kUp % 2 == 0, "column unit pairs go two at a time");
   const uint32_t m = uint32_t(lane) >> 3, r = uint32_t(lane) & 7u, t = uint32_t(lane) & 3u, q = uint32_t(lane) >> 2;
   const uint32_t mh = m >> 1;
   // This lane's row of the pieces it addresses: load piece m = (unit 2 up + m / 2, keys
@@ -96,24 +97,24 @@ __device__ __forceinline__ void transpose_v_warp(const uint8_t* v, uint8_t* vt, 
     const int G = kW + j * kWarps, g = G % 8, kc = G / 8;  // compile-time once unrolled
     const uint32_t dst_g = dst_lane + ((uint32_t(g) << 4) ^ st_ph4) + uint32_t(kc * (kDv * 128));
     const uint32_t key_lo = uint32_t(16 * G) + 2 * t;  // this thread's first key in the lo pieces
-    // One item at a time: the transposer runs stages ahead of P V, so its load latency is
-    // hidden there; a second item in flight cost the registers the producer warpgroup lacks.
+    // Two items per step: the second one's loads are in flight while the first is stored.
 #pragma unroll
-    for (int up = 0; up < kUp; ++up) {
-      uint32_t a[4];
-      ptx::ldmatrix_x4_trans(src_of(up, G), a);
-      finish(a, dst_g + uint32_t(up * (2 * 16 * 128)), key_lo);
+    for (int up = 0; up < kUp; up += 2) {
+      uint32_t a0[4], a1[4];
+      ptx::ldmatrix_x4_trans(src_of(up, G), a0);
+      ptx::ldmatrix_x4_trans(src_of(up + 1, G), a1);
+      finish(a0, dst_g + uint32_t(up * (2 * 16 * 128)), key_lo);
+      finish(a1, dst_g + uint32_t((up + 1) * (2 * 16 * 128)), key_lo);
     }
   }
 }
 
-// Warp w of kWarps: its compile-time instance.
-template <class Cfg, int kWarps, int kW = 0>
+template <class Cfg, int kWarps>
 __device__ __forceinline__ void transpose_v(const uint8_t* v, uint8_t* vt, int w, int lane, int32_t n_valid) {
-  if constexpr (kW < kWarps) {
-    if (w == kW) transpose_v_warp<Cfg, kWarps, kW>(v, vt, lane, n_valid);
-    else transpose_v<Cfg, kWarps, kW + 1>(v, vt, w, lane, n_valid);
-  }
+  static_assert(kWarps == 3, "transpose_v dispatches warps 0..2");
+  if (w == 0) transpose_v_warp<Cfg, kWarps, 0>(v, vt, lane, n_valid);
+  else if (w == 1) transpose_v_warp<Cfg, kWarps, 1>(v, vt, lane, n_valid);
+  else transpose_v_warp<Cfg, kWarps, 2>(v, vt, lane, n_valid);
 }
 
 }  // namespace longattn::cuda::sm90
