@@ -48,34 +48,28 @@ __device__ __forceinline__ void acc_to_a_frag_fp8(const float (&s)[NS], uint32_t
 // them: its matrix X of unit u takes row 16 u + 2 r (r < 4) or 16 u + 2 r + 1 (r >= 4) as row r,
 // Y the other parity, so a matrix's 8 rows cover 8 distinct values of d % 8 and its stores
 // hit 8 distinct 16-byte swizzle units (no bank conflict; the loads' 8 key rows likewise).
-//
-// Warp w takes the 16-key groups G = w, w + kWarps, ... (G = 8 kc + g) with every column unit
-// pair up of each: with w a template argument, G and up are compile-time constants, and each
-// address is a per-lane constant, one XOR with an immediate (the swizzle) and an immediate
-// offset: the loads' XOR term is up's, the stores' g's (one store base per group).
-// Recomputing the addresses per item at run time was most of the transposer's instructions.
-template <class Cfg, int kWarps, int kW>
-__device__ __forceinline__ void transpose_v_warp(const uint8_t* v, uint8_t* vt, int lane, int32_t n_valid) {
-  constexpr int kN = Cfg::kBlockN, kDv = Cfg::kHeadDimV, kUp = kDv / 32, kGroups = (kN / 128) * 8;
-  static_assert(kUp % 2 == 0, "column unit pairs go two at a time");
+template <class Cfg, int kWarps>
+__device__ __forceinline__ void transpose_v(const uint8_t* v, uint8_t* vt, int w, int lane, int32_t n_valid) {
+  constexpr int kN = Cfg::kBlockN, kDv = Cfg::kHeadDimV, kUp = kDv / 32;
+  constexpr int kItems = (kN / 128) * 8 * kUp;
   const uint32_t m = uint32_t(lane) >> 3, r = uint32_t(lane) & 7u, t = uint32_t(lane) & 3u, q = uint32_t(lane) >> 2;
-  const uint32_t mh = m >> 1;
+  const uint32_t vs = ptx::smem_u32(v), vts = ptx::smem_u32(vt);
   // This lane's row of the pieces it addresses: load piece m = (unit 2 up + m / 2, keys
   // 8 (m % 2) + r); store matrix m = (unit 2 up + m / 2, X if m is even else Y), row r, Vt row
   // 16 u + st_d. Key rows are 8-aligned plus r, Vt rows 16-aligned plus st_d: their swizzle
   // phases (row % 8) are r and st_d % 8 whatever the item.
   const uint32_t st_d = 2 * r + ((m & 1u) == 0 ? (r >= 4 ? 1u : 0u) : (r < 4 ? 1u : 0u));
-  const uint32_t src_lane = ptx::smem_u32(v) + (8 * (m & 1u) + r) * 128;
-  const uint32_t dst_lane = ptx::smem_u32(vt) + st_d * 128 + mh * (16 * 128);
-  const uint32_t st_ph4 = (st_d & 7u) << 4;
-  // Column unit u = 2 up + mh of a key row sits at its 16-byte unit (u % 8) ^ r, and
-  // (u % 8) ^ r = 2 (up % 4) ^ (mh ^ r): one XOR with an immediate per item.
-  const uint32_t mr4 = (mh ^ r) << 4;
-  auto src_of = [&](int up, int G) {
-    return src_lane + ((uint32_t(2 * (up % 4)) << 4) ^ mr4) + uint32_t((up / 4) * (kN * 128) + G * (16 * 128));
-  };
+  const uint32_t src_lane = vs + (8 * (m & 1u) + r) * 128, dst_lane = vts + st_d * 128, st_ph = st_d & 7u;
   // This lane's own words: X holds the even row for q < 4, the odd one for q >= 4; Y the other.
   const uint32_t sel_x = q < 4 ? 0x6420u : 0x7531u, sel_y = q < 4 ? 0x7531u : 0x6420u;
+  auto item = [&](int i, uint32_t& src, uint32_t& dst, uint32_t& key_lo) {
+    const uint32_t up = uint32_t(i) % kUp, g = (uint32_t(i) / kUp) & 7u, kc = uint32_t(i) / (8 * kUp);
+    const uint32_t u = 2 * up + (m >> 1);  // this lane's 16-byte column unit of V
+    const uint32_t key0 = kc * 128 + 16 * g;
+    src = src_lane + (u >> 3) * (kN * 128) + key0 * 128 + (((u & 7u) ^ r) << 4);
+    dst = dst_lane + kc * (kDv * 128) + u * (16 * 128) + ((g ^ st_ph) << 4);
+    key_lo = key0 + 2 * t;  // this thread's first key in the lo pieces
+  };
   auto finish = [&](uint32_t (&a)[4], uint32_t dst, uint32_t key_lo) {
     if (n_valid < kN) {  // a sequence's last block: zero the keys past its end (both bytes of a key)
       const auto keep = [&](uint32_t k) {
@@ -91,30 +85,23 @@ __device__ __forceinline__ void transpose_v_warp(const uint8_t* v, uint8_t* vt, 
                              __byte_perm(a[2], a[3], sel_x), __byte_perm(a[2], a[3], sel_y)};
     ptx::stmatrix_x4(dst, out);
   };
-  constexpr int kMine = (kGroups - kW + kWarps - 1) / kWarps;
-#pragma unroll
-  for (int j = 0; j < kMine; ++j) {
-    const int G = kW + j * kWarps, g = G % 8, kc = G / 8;  // compile-time once unrolled
-    const uint32_t dst_g = dst_lane + ((uint32_t(g) << 4) ^ st_ph4) + uint32_t(kc * (kDv * 128));
-    const uint32_t key_lo = uint32_t(16 * G) + 2 * t;  // this thread's first key in the lo pieces
-    // Two items per step: the second one's loads are in flight while the first is stored.
-#pragma unroll
-    for (int up = 0; up < kUp; up += 2) {
-      uint32_t a0[4], a1[4];
-      ptx::ldmatrix_x4_trans(src_of(up, G), a0);
-      ptx::ldmatrix_x4_trans(src_of(up + 1, G), a1);
-      finish(a0, dst_g + uint32_t(up * (2 * 16 * 128)), key_lo);
-      finish(a1, dst_g + uint32_t((up + 1) * (2 * 16 * 128)), key_lo);
-    }
+  // Two items per iteration: the second one's loads are in flight while the first is stored.
+  int i = w;
+  for (; i + kWarps < kItems; i += 2 * kWarps) {
+    uint32_t s0, d0, k0, s1, d1, k1, a0[4], a1[4];
+    item(i, s0, d0, k0);
+    item(i + kWarps, s1, d1, k1);
+    ptx::ldmatrix_x4_trans(s0, a0);
+    ptx::ldmatrix_x4_trans(s1, a1);
+    finish(a0, d0, k0);
+    finish(a1, d1, k1);
   }
-}
-
-template <class Cfg, int kWarps>
-__device__ __forceinline__ void transpose_v(const uint8_t* v, uint8_t* vt, int w, int lane, int32_t n_valid) {
-  static_assert(kWarps == 3, "transpose_v dispatches warps 0..2");
-  if (w == 0) transpose_v_warp<Cfg, kWarps, 0>(v, vt, lane, n_valid);
-  else if (w == 1) transpose_v_warp<Cfg, kWarps, 1>(v, vt, lane, n_valid);
-  else transpose_v_warp<Cfg, kWarps, 2>(v, vt, lane, n_valid);
+  if (i < kItems) {
+    uint32_t s0, d0, k0, a0[4];
+    item(i, s0, d0, k0);
+    ptx::ldmatrix_x4_trans(s0, a0);
+    finish(a0, d0, k0);
+  }
 }
 
 }  // namespace longattn::cuda::sm90
