@@ -8,7 +8,7 @@ compiled caller pays on top of the kernel. Median of several windows.
     python3 bench/gpu/host_overhead.py --ab PKG_DIR [PKG_DIR ...] [--rounds 8]
 
 --ab compares Python packages (directories holding longattn/) on one host: each round runs
-this script with --eager once per package, each in a fresh process with that directory first
+this script with --json (eager rows; --compiled: the compiled ones too) once per package, each in a fresh process with that directory first
 on PYTHONPATH, in alternating order; the table gives each package's median over the rounds
 (one process's number moves by up to ~30% with the host's state, so single runs do not
 compare). --eager (or --json) alone: the eager rows only (--json: as one JSON line).
@@ -50,6 +50,7 @@ def main():
     ap.add_argument("--json", action="store_true", help="eager rows only, as one JSON line {call: CPU us}")
     ap.add_argument("--ab", nargs="+", metavar="PKG_DIR", help="compare packages, alternating processes")
     ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--compiled", action="store_true", help="with --ab / --json: the torch.compile'd rows too")
     a = ap.parse_args()
     if a.ab:
         return ab(a)
@@ -83,7 +84,11 @@ def main():
              ("flash_attn_with_kvcache", kvcache)]
     eager_cases = cases + [("torch `q + 1` (one allocation, one launch)", lambda: q + 1)]
     if a.json:
-        print(json.dumps({name: per_call(fn, a.calls, a.windows)[1] for name, fn in eager_cases}))
+        res = {name: per_call(fn, a.calls, a.windows)[1] for name, fn in eager_cases}
+        if a.compiled:
+            for name, fn in cases:
+                res[name + " (compiled)"] = per_call(torch.compile(fn, fullgraph=True), a.calls, a.windows)[1]
+        print(json.dumps(res))
         return
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     print("| call | mode | wall us / call | CPU us / call |")
@@ -110,10 +115,11 @@ def ab(a):
         order = a.ab if r % 2 == 0 else a.ab[::-1]
         for p in order:
             env = dict(os.environ, PYTHONPATH=p + os.pathsep + os.environ.get("PYTHONPATH", ""))
-            out = subprocess.run([sys.executable, __file__, "--json", "--calls", str(a.calls), "--windows",
-                                  str(a.windows)], env=env, capture_output=True, text=True, check=True).stdout
+            cmd = [sys.executable, __file__, "--json", "--calls", str(a.calls), "--windows", str(a.windows)]
+            out = subprocess.run(cmd + (["--compiled"] if a.compiled else []), env=env, capture_output=True, text=True,
+                                 check=True).stdout
             runs[p].append(json.loads(out.strip().splitlines()[-1]))
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}; {a.rounds} rounds, eager CPU us "
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}; {a.rounds} rounds, CPU us "
           "per call, median over rounds (min-max)")
     calls = list(runs[a.ab[0]][0])
     print("| call | " + " | ".join(a.ab) + " |")

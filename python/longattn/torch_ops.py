@@ -134,7 +134,15 @@ def _fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_ta
               sinks, q_descale, k_descale, v_descale, softmax_scale, softcap, causal, window_left, window_right,
               attention_chunk, backend, num_threads):
     """(out, lse) of longattn.forward; every argument explicit (custom-op schema). Rows past
-    seqused_q are left as allocated (uninitialised), as FA3 leaves them."""
+    seqused_q are left as allocated (uninitialised), as FA3 leaves them. The C++ fast path
+    first (what compiled graphs call), the general path where it does not apply."""
+    if (sinks is None and q_descale is None and k_descale is None and v_descale is None
+            and not (causal and window_right >= 0)):
+        r = torch_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, None, None, None,
+                          None, None, None, None, None, True, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                          (window_left, window_right), attention_chunk, softcap, True, backend, num_threads)
+        if r is not None:
+            return r
     return _forward(
         q, k, v, return_lse=True, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
         seqused_q=seqused_q, seqused_k=seqused_k, page_table=page_table, max_seqlen_q=max_seqlen_q,
@@ -165,7 +173,16 @@ def _fwd_kvcache_impl(q, k_cache, v_cache, k_new, v_new, cu_seqlens_q, cu_seqlen
                       rotary_interleaved, max_seqlen_q, sinks, q_descale, k_descale, v_descale, softmax_scale,
                       softcap, causal, window_left, window_right, attention_chunk, backend, num_threads):
     """(out, lse) of flash_attn_with_kvcache's serving path: k_new / v_new appended into
-    k_cache / v_cache (in place), rotary, cache rows and left padding (longattn.h KvCacheArgs)."""
+    k_cache / v_cache (in place), rotary, cache rows and left padding (longattn.h KvCacheArgs).
+    The C++ fast path first, the general path where it does not apply."""
+    if (sinks is None and q_descale is None and k_descale is None and v_descale is None
+            and not (causal and window_right >= 0)):
+        r = torch_forward(q, k_cache, v_cache, cu_seqlens_q, None, None, cache_seqlens, page_table, k_new, v_new,
+                          cu_seqlens_k_new, cache_batch_idx, cache_leftpad, rotary_cos, rotary_sin, rotary_seqlens,
+                          rotary_interleaved, max_seqlen_q, 0, softmax_scale, causal, (window_left, window_right),
+                          attention_chunk, softcap, True, backend, num_threads)
+        if r is not None:
+            return r
     kv = {"k_new": k_new, "v_new": v_new, "cu_seqlens_k_new": cu_seqlens_k_new, "cache_batch_idx": cache_batch_idx,
           "cache_leftpad": cache_leftpad, "rotary_cos": rotary_cos, "rotary_sin": rotary_sin,
           "rotary_seqlens": rotary_seqlens, "rotary_interleaved": rotary_interleaved}

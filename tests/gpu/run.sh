@@ -212,7 +212,8 @@ for st in $STAGES; do
     host)
       # The C++ call step by step, the Python layers, then host time per call of this tree and
       # of each baseline's Python package (built above): eager, alternating fresh processes,
-      # HOST_ROUNDS (env, default 8) rounds, medians; then this tree's eager and compiled rows.
+      # HOST_ROUNDS (env, default 8) rounds, medians (HOST_AB_ARGS: e.g. --compiled); then this
+      # tree's eager and compiled rows.
       [ -x "$BIN/host_phases" ] && run host_phases "$BIN/host_phases"
       run host_breakdown python3 bench/gpu/host_breakdown.py
       PKGS="$PYPKG"
@@ -223,7 +224,7 @@ for st in $STAGES; do
         PKGS="$PKGS $PYPKG$OLD"
       done
       # shellcheck disable=SC2086  # PKGS is a list
-      run host_ab python3 bench/gpu/host_overhead.py --ab $PKGS --rounds "${HOST_ROUNDS:-8}"
+      run host_ab python3 bench/gpu/host_overhead.py --ab $PKGS --rounds "${HOST_ROUNDS:-8}" ${HOST_AB_ARGS:-}
       grep "^|" "$LOGS/host_ab.log" | tee -a "$SUM"
       run host_overhead python3 bench/gpu/host_overhead.py
       grep "^|" "$LOGS/host_overhead.log" | tee -a "$SUM" ;;

@@ -314,10 +314,11 @@ def test_cuda_fa3_semantics():
 @pytest.mark.parametrize("case", ["strided_q", "list_window", "int_causal", "softcap_none", "no_rows", "no_keys"])
 def test_eager_fast_path_inputs(case):
     """The C++ fast path on the inputs it reads itself: q a strided view, window_size a list,
-    causal an int, softcap None, no query rows, no keys -- each equal to the op on the same
-    inputs and, element by element, to the float64 reference (the path allocates out itself,
+    causal an int, softcap None, no query rows, no keys -- each equal to the general path on
+    the same inputs and, element by element, to the float64 reference (the path allocates out itself,
     uninitialised: an element it did not write would not match)."""
     from longattn import flash_attn_interface as fai
+    from longattn import torch_ops
 
     gen = torch.Generator().manual_seed(7 + len(case))
     sq = 0 if case == "no_rows" else 29
@@ -338,8 +339,8 @@ def test_eager_fast_path_inputs(case):
     o, lse = fai.flash_attn_func(q, k, v, return_attn_probs=True, **kw)
     wl, wr = kw.get("window_size", (-1, -1))
     causal = bool(kw["causal"])
-    ro, rlse = torch.ops.longattn.fwd(q, k, v, None, None, None, None, None, 0, 0, None, None, None, None, None, 0.0,
-                                       causal, wl, -1 if causal else wr, 0, "auto", 0)
+    # The general path (descriptors): the ops' bodies take the fast path themselves.
+    ro, rlse = torch_ops._forward(q, k, v, return_lse=True, causal=causal, window_size=(wl, -1 if causal else wr))
     assert o.shape == (2, sq, 3, 40) and o.is_contiguous() and lse.shape == (2, 3, sq)
     assert torch.equal(o, ro) and torch.equal(lse, rlse) and not o.isnan().any()
     if case == "no_keys" and sq:
@@ -388,11 +389,12 @@ def test_eager_fast_path_varlen_kvcache(case, monkeypatch):
         used = torch.tensor([11, 0, 40], dtype=torch.int32)
         o, lse = fai.flash_attn_varlen_func(q, k, v, cu, cu, 41, 41, seqused_q=used, causal=True,
                                             window_size=(7, 0), return_attn_probs=True)
-        ro, rlse = torch.ops.longattn.fwd(q, k, v, cu, cu, used, None, None, 41, 41, None, None, None, None, None, 0.0,
-                                          True, 7, -1, 0, "auto", 0)
+        assert len(calls) == 1 and calls[0] is not None
+        monkeypatch.setattr(torch_ops, "torch_forward", real)  # the ops' bodies call it too
+        ro, rlse = torch_ops._forward(q, k, v, return_lse=True, cu_seqlens_q=cu, cu_seqlens_k=cu, seqused_q=used,
+                                      max_seqlen_q=41, max_seqlen_k=41, causal=True, window_size=(7, -1))
         rows = torch.cat([torch.arange(0, 11), torch.arange(19, 59)])  # the rows seqused_q computes
         assert torch.equal(o[rows], ro[rows]) and torch.equal(lse[:, rows], rlse[:, rows])
-        assert len(calls) == 1 and calls[0] is not None
         return
     b, hk, d = 2, 2, 32
     q = t_randn((b, 3, 4, d), bf, "cpu", gen)
@@ -413,18 +415,19 @@ def test_eager_fast_path_varlen_kvcache(case, monkeypatch):
     o, lse, *_ = fai.flash_attn_with_kvcache(q, kc, vc, knew, vnew, rotary_cos=cos, rotary_sin=sin,
                                              cache_seqlens=cache_seqlens, page_table=page_table, causal=True,
                                              return_softmax_lse=True)
-    sl = torch.full((b,), 9, dtype=torch.int32) if case == "kvcache_int_seqlens" else seqlens
-    ro, rlse = torch.ops.longattn.fwd_kvcache(q, kc2, vc2, knew, vnew, None, None, sl, None, None, page_table, cos,
-                                              sin, None, True, 0, None, None, None, None, None, 0.0, True, -1, -1, 0,
-                                              "auto", 0)
-    assert torch.equal(o, ro) and torch.equal(lse, rlse) and torch.equal(kc, kc2) and torch.equal(vc, vc2)
     assert len(calls) == 1 and (calls[0] is None) == (case == "kvcache_int_seqlens")
+    monkeypatch.setattr(torch_ops, "torch_forward", real)  # the ops' bodies call it too
+    sl = torch.full((b,), 9, dtype=torch.int32) if case == "kvcache_int_seqlens" else seqlens
+    kv = {"k_new": knew, "v_new": vnew, "rotary_cos": cos, "rotary_sin": sin, "rotary_interleaved": True}
+    ro, rlse = torch_ops._forward(q, kc2, vc2, return_lse=True, seqused_k=sl, page_table=page_table, causal=True,
+                                  kvcache=kv)
+    assert torch.equal(o, ro) and torch.equal(lse, rlse) and torch.equal(kc, kc2) and torch.equal(vc, vc2)
 
 
 @pytest.mark.parametrize("case", ["plain", "lse", "dim_v", "window", "scale_cap_chunk", "grad", "f32"])
 def test_eager_fast_path_equals_general_path(case, monkeypatch):
     """flash_attn_func's one-step eager call (torch_ops.dense_forward, C++) returns what the
-    registered op returns on the same inputs, bit for bit; where it does not apply (an input
+    general path (descriptors, torch_ops._forward) returns on the same inputs, bit for bit; where it does not apply (an input
     that requires grad) it returns None and the general path runs."""
     from longattn import flash_attn_interface as fai
     from longattn import torch_ops
@@ -453,9 +456,9 @@ def test_eager_fast_path_equals_general_path(case, monkeypatch):
     if kw["causal"]:
         wr = -1
     with torch.no_grad():
-        ro, rlse = torch.ops.longattn.fwd(q.detach(), k, v, None, None, None, None, None, 0, 0, None, None, None, None,
-                                           kw.get("softmax_scale"), kw.get("softcap", 0.0), kw["causal"], wl, wr,
-                                           kw.get("attention_chunk", 0), "auto", 0)
+        ro, rlse = torch_ops._forward(q.detach(), k, v, return_lse=True, softmax_scale=kw.get("softmax_scale"),
+                                      softcap=kw.get("softcap", 0.0), causal=kw["causal"], window_size=(wl, wr),
+                                      attention_chunk=kw.get("attention_chunk", 0))
     assert o.shape == (2, 37, 4, dv) and o.dtype == dt and lse.shape == (2, 4, 37)
     assert torch.equal(o.detach(), ro) and torch.equal(o1.detach(), ro) and torch.equal(lse.detach(), rlse)
     if case == "grad":
