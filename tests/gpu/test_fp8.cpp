@@ -117,24 +117,18 @@ std::vector<CaseSpec> fp8_cases() {
   // GQA with a KV prefix (bottom-right causal), full with seq_q < seq_k, MQA over several key
   // blocks, keys not a multiple of 16 (the transpose's zero padding) or of 128 (TMA's), one
   // key, f32 out, f16 out without LSE.
-  s = F8(2, 333, 517, 4, 2, true, 43);
-  s.dim_qk = s.dim_v = 256;
-  v.push_back(s);
-  s = F8(1, 200, 1100, 8, 2, false, 49);
-  s.dim_qk = s.dim_v = 256;
-  v.push_back(s);
-  s = F8(1, 777, 777, 4, 1, true, 50);
-  s.dim_qk = s.dim_v = 256;
-  v.push_back(s);
-  s = F8(3, 129, 1, 4, 4, false, 51);
-  s.dim_qk = s.dim_v = 256;
-  v.push_back(s);
-  s = F8(2, 250, 263, 4, 2, true, 52);
-  s.dim_qk = s.dim_v = 256;
+  auto d256 = [](CaseSpec x) {
+    x.dim_qk = x.dim_v = 256;
+    return x;
+  };
+  v.push_back(d256(F8(2, 333, 517, 4, 2, true, 43)));
+  v.push_back(d256(F8(1, 200, 1100, 8, 2, false, 49)));
+  v.push_back(d256(F8(1, 777, 777, 4, 1, true, 50)));
+  v.push_back(d256(F8(3, 129, 1, 4, 4, false, 51)));
+  s = d256(F8(2, 250, 263, 4, 2, true, 52));
   s.out_dtype = DType::f32;
   v.push_back(s);
-  s = F8(2, 384, 384, 2, 2, false, 53);
-  s.dim_qk = s.dim_v = 256;
+  s = d256(F8(2, 384, 384, 2, 2, false, 53));
   s.out_dtype = DType::f16;
   s.lse = false;
   v.push_back(s);
