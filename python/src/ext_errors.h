@@ -1,5 +1,5 @@
 // What the extension's entry points share (longattn_ext.cpp defines them): the Python
-// exception for a Status, and the backend named by a string.
+// exception for a Status, empty tensors kept present, and the backend named by a string.
 #pragma once
 
 #include <string>
@@ -15,6 +15,10 @@ namespace longattn_py {
 // Raises the Python exception the FlashAttention-style API documents for a failed Status
 // (invalid_argument: ValueError, not_supported: NotImplementedError, else RuntimeError).
 void raise_if_error(const longattn::Status& s);
+
+// An empty tensor may have a null pointer (torch, NumPy); it is kept "present" (a one-byte
+// sentinel, never read) so that validation reports its shape rather than its absence.
+void keep_present(longattn::Tensor& t);
 
 // "auto" | "reference" | "cpu" | "cuda"; ValueError naming `backend` otherwise.
 longattn::Backend backend_from(const std::string& s);

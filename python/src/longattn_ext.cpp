@@ -44,6 +44,11 @@ void raise_if_error(const Status& s) {
   }
 }
 
+void keep_present(Tensor& t) {
+  static char empty_sentinel;
+  if (t.data == nullptr && t.numel() == 0) t.data = &empty_sentinel;
+}
+
 longattn::Backend backend_from(const std::string& s) {
   if (s == "auto") return longattn::Backend::automatic;
   if (s == "reference") return longattn::Backend::reference;
@@ -104,8 +109,7 @@ Tensor from_descriptor(const nb::tuple& d, const std::string& name) {
     t.shape[i] = nb::cast<int64_t>(shape[size_t(i)]);
     t.stride[i] = nb::cast<int64_t>(stride[size_t(i)]);
   }
-  static char empty_sentinel;
-  if (t.data == nullptr && t.numel() == 0) t.data = &empty_sentinel;
+  keep_present(t);
   return t;
 }
 
@@ -137,8 +141,7 @@ Tensor to_tensor(nb::handle pair, const std::string& name) {
   // it allocated or that the caller handed in as writable `out=`.
   t.data = const_cast<void*>(a.data());
   // An empty array may have a null pointer; keep it "present" so validation reports shapes.
-  static char empty_sentinel;
-  if (t.data == nullptr && t.numel() == 0) t.data = &empty_sentinel;
+  keep_present(t);
   return t;
 }
 

@@ -60,12 +60,11 @@ bool read_tensor(PyObject* x, Read* r) {
   if (Py_TYPE(x) != reinterpret_cast<PyTypeObject*>(g.tensor_type)) return false;
   nb::object cuda = nb::steal(PyObject_GetAttr(x, g.s_is_cuda));
   if (!cuda.is_valid()) return PyErr_Clear(), false;
-  int device = -1;
   if (cuda.ptr() == Py_True) {
     PyObject* self[] = {x};
     nb::object d = nb::steal(PyObject_VectorcallMethod(g.s_get_device, self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
     if (!d.is_valid()) return PyErr_Clear(), false;
-    device = int(PyLong_AsLong(d.ptr()));
+    const int device = int(PyLong_AsLong(d.ptr()));
     if (device < 0) return PyErr_Clear(), false;
     r->t.device = {longattn::DeviceKind::cuda, device};
   } else {
@@ -100,8 +99,7 @@ bool read_tensor(PyObject* x, Read* r) {
   r->t.data = PyLong_AsVoidPtr(ptr.ptr());
   r->requires_grad = grad.ptr() == Py_True;
   if (PyErr_Occurred()) return PyErr_Clear(), false;
-  static char empty_sentinel;  // an empty tensor may have a null pointer: keep it "present"
-  if (r->t.data == nullptr && r->t.numel() == 0) r->t.data = &empty_sentinel;
+  keep_present(r->t);
   return true;
 }
 
@@ -299,9 +297,8 @@ nb::object run(const Call& c) {
     a.lse = contiguous_like(rq.t, DType::f32, ragged_q ? 2 : 3, ls);
     lse = new_tensor(c.q.ptr(), ls, a.lse.rank, g.f32, false, &a.lse.data);
   }
-  static char empty_sentinel;  // an empty tensor may have a null pointer: keep it "present"
-  if (a.out.data == nullptr) a.out.data = &empty_sentinel;
-  if (return_lse && a.lse.data == nullptr) a.lse.data = &empty_sentinel;
+  keep_present(a.out);
+  if (return_lse) keep_present(a.lse);
   longattn::Status st;
   if (on_cuda) {
     st = longattn::forward(a);  // launches: short, with the GIL held (as torch's own launches)
