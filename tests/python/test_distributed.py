@@ -89,6 +89,37 @@ def test_simulated_dense_batch_in_kv_groups(return_lse):
             torch.testing.assert_close(unshard([r[1] for r in res], seq_dim=-1), want_lse, atol=2e-5, rtol=0)
 
 
+@pytest.mark.parametrize("layout", ["zigzag", "contiguous"])
+def test_all_gather_reorder_block_copies_equal_the_index_gather(layout, monkeypatch):
+    """The gathered shards' reorder into sequence order: the block copies (dense batches of 1
+    and 3, ragged with an empty sequence, W = 1..5) equal the index gather element for element,
+    and the index gather still runs past MAX_REORDER_COPIES (a whole simulated call on it)."""
+    from longattn.distributed import _exec as E
+
+    g = torch.Generator().manual_seed(21)
+    for world in range(1, 6):
+        n = 2 * world * 2
+        geoms = [((1, n), None), ((3, 2 * n), None), ((4 * n,), [0, n, n, 4 * n])]
+        for shape, cu in geoms:
+            q, k, v = (torch.randn(shape + (h, 8), generator=g) for h in (2, 1, 1))
+            cut = None if cu is None else torch.tensor(cu, dtype=torch.int32)
+            sim = Simulation(q, k, v, world, method="all_gather_kv", layout=layout, causal=True, cu_seqlens=cut,
+                             num_threads=1)
+            for p in sim.probs:
+                x = torch.randn((world, p.tokens, 3, 5), generator=g)
+                copies = E.reorder_copies(p)
+                assert copies is not None and len(copies) <= world * len(p.segs) * 2
+                want = x[E.global_order(p, x.device)]
+                assert torch.equal(E.to_sequence_order(x, p, copies, None), want)
+    monkeypatch.setattr(E, "MAX_REORDER_COPIES", 0)
+    world, n = 3, 2 * 3 * 4
+    q, k, v = (torch.randn((2, n, h, 16), generator=g) for h in (4, 2, 2))
+    sim = Simulation(q, k, v, world, method="all_gather_kv", layout=layout, causal=True, num_threads=1)
+    assert E.reorder_copies(sim.probs[0]) is None
+    out = unshard([r[0] for r in sim.run()], layout=layout)
+    torch.testing.assert_close(out, longattn.forward(q, k, v, causal=True, num_threads=1), atol=2e-5, rtol=0)
+
+
 def _fp8_reference(q, k, v, qd, kd, vd, cu, causal):
     """float64 attention of the dequantized fp8 inputs (descales per (sequence, kv head)),
     bottom-right causal; dense (b, s, h, d) or ragged (T, h, d) with cu."""

@@ -174,6 +174,57 @@ def global_order(p: RankProblem, device):
     return hit
 
 
+# Block copies per reorder above which the index gather (one kernel whatever the count) is
+# used instead: many short sequences would pay a launch per block.
+MAX_REORDER_COPIES = 64
+
+
+def reorder_copies(p: RankProblem):
+    """The gathered shards' reorder into sequence order as block copies (segment, row within
+    a sequence, first source rank, row within a sequence's shard, ranks): every sequence of a
+    segment in one copy, and ranks whose chunks follow each other in one copy. None past
+    MAX_REORDER_COPIES copies."""
+    out = []
+    for seg in p.segs:
+        c = seg.chunk
+        per_slot = []
+        for w in range(p.world):
+            for slot, cid in enumerate(P.chunk_ids(p.layout, w, p.world)):
+                per_slot.append((slot, w, cid))
+        per_slot.sort()
+        runs = []  # [slot, first rank, first chunk, ranks]
+        for slot, w, cid in per_slot:
+            last = runs[-1] if runs else None
+            if last and last[0] == slot and w == last[1] + last[3] and cid == last[2] + last[3]:
+                last[3] += 1
+            else:
+                runs.append([slot, w, cid, 1])
+        for slot, w, cid, n in runs:
+            out.append((seg, cid * c, w, slot * c, n))
+    return out if len(out) <= MAX_REORDER_COPIES else None
+
+
+def to_sequence_order(x, p: RankProblem, copies, index):
+    """Gathered shards x (W, T, h, d) -> (W * T, h, d) in sequence order: strided block copies
+    (each a copy kernel at memory speed), else one index gather."""
+    if copies is None:
+        return x[index]
+    t = _torch()
+    world, tokens = x.shape[0], x.shape[1]
+    y = t.empty((world * tokens,) + tuple(x.shape[2:]), dtype=x.dtype, device=x.device)
+    row = x.shape[2:].numel()
+    xf, yf = x.reshape(world, tokens, row), y.view(world * tokens, row)
+    for seg, dst0, w, off, n in copies:
+        nb, ll, c = seg.nb, seg.local_len, seg.chunk
+        lg, g0 = world * ll, world * seg.tok0
+        # Source: ranks w..w+n-1, rows off..off+c of each sequence's shard; destination: n
+        # chunks in a row from dst0 in each sequence.
+        src = xf[w : w + n, seg.tok0 : seg.tok0 + nb * ll].unflatten(1, (nb, ll))[:, :, off : off + c]
+        dst = yf[g0 : g0 + nb * lg].unflatten(0, (nb, lg))[:, dst0 : dst0 + n * c].unflatten(1, (n, c))
+        dst.copy_(src.transpose(0, 1))
+    return y
+
+
 def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
     """Pass-KV all-gather (Llama-3 style): gather K/V of one group of kv heads at a time
     (the next group's gather overlaps this group's compute), reorder into sequence order,
@@ -185,7 +236,8 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
     kp, vp = packed(k, p), packed(v, p)
     dim, dim_v = k.shape[-1], v.shape[-1]
     calls = P.all_gather_calls(p.layout, p.rank, p.world, tuple(p.segs), p.causal, p.window)
-    ranks_idx, toks_idx = global_order(p, q.device)
+    copies = reorder_copies(p)
+    index = None if copies is not None else global_order(p, q.device)
     with _Guard() as guard:
         guard.pending = comm.all_gather_start(pack_kv(kp, vp, 0, hkg), (0, hkg))
         for g in range(groups):
@@ -195,7 +247,7 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
                 h0 = (g + 1) * hkg
                 guard.pending = comm.all_gather_start(pack_kv(kp, vp, h0, h0 + hkg), (h0, h0 + hkg))
             kw, vw = unpack_kv(flat, p.world, p.tokens, hkg, dim, dim_v, k.dtype)
-            kg, vg = kw[ranks_idx, toks_idx], vw[ranks_idx, toks_idx]  # (W * T, hkg, d) in sequence order
+            kg, vg = to_sequence_order(kw, p, copies, index), to_sequence_order(vw, p, copies, index)
             qh, kh = slice(g * hqg, (g + 1) * hqg), slice(g * hkg, (g + 1) * hkg)
             sinks = p.sinks[qh] if p.sinks is not None else None
             for c in calls:

@@ -1,0 +1,154 @@
+"""Where the split overhead of context parallelism goes, on one GPU (issue 18).
+
+For W simulated ranks of all_gather_kv (causal, 32 / 8 heads, hdim 128, bf16) it times each
+rank's attention calls one by one, as `_exec.run_all_gather_kv` issues them (head-sliced views
+of the gathered keys), and reports each call's TFLOP/s next to the one call on the whole
+sequence, plus the rank's K/V reorder (the shipped block copies, and the index gather). The sum of the calls over the one call is the split
+overhead without the reorders; each call's rate says which calls lose it.
+
+  python3 bench/gpu/cp_breakdown.py [--tokens 131072] [--worlds 2,4,8] [--kv-groups 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import longattn
+from longattn.distributed import _exec as E
+from longattn.distributed import _plan as P
+from longattn.distributed.simulate import SimComm, Simulation
+
+
+def timed(fn, reps):
+    """Median milliseconds of fn() by CUDA events, after one warm-up call."""
+    fn()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b))
+    return sorted(ts)[len(ts) // 2]
+
+
+def pairs(nq, nk, mask):
+    """Visible (query, key) pairs of a call: full, or causal aligned bottom-right / top-left."""
+    if not mask.causal:
+        return nq * nk
+    if mask.top_left:
+        m = min(nq, nk)
+        return m * (m + 1) // 2 + max(0, nq - nk) * nk
+    if nk >= nq:
+        return nq * (nk - nq) + nq * (nq + 1) // 2
+    return (nk * (nk + 1)) // 2
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens", type=int, default=131072)
+    ap.add_argument("--worlds", default="2,4,8")
+    ap.add_argument("--kv-groups", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    n, h, hk, d = args.tokens, 32, 8, 128
+    g = torch.Generator(device="cpu").manual_seed(3)
+    q = torch.randn((1, n, h, d), generator=g).to(torch.bfloat16).cuda()
+    k = torch.randn((1, n, hk, d), generator=g).to(torch.bfloat16).cuda()
+    v = torch.randn((1, n, hk, d), generator=g).to(torch.bfloat16).cuda()
+    fl = 4.0 * d * h
+    t1 = timed(lambda: longattn.forward(q, k, v, causal=True), args.reps)
+    rate1 = fl * n * (n + 1) / 2 / (t1 * 1e-3) / 1e12
+    print(f"device: {torch.cuda.get_device_name()}; one call {n} tokens causal: {t1:.2f} ms, {rate1:.0f} TFLOP/s")
+    for world in [int(x) for x in args.worlds.split(",")]:
+        sim = Simulation(q, k, v, world, method="all_gather_kv", causal=True, kv_groups=args.kv_groups,
+                         return_lse=False)
+        total_calls = total_ideal = total_reorder = total_rank = total_one = total_two = total_gather = 0.0
+        print(f"\nW = {world}, kv_groups {args.kv_groups}")
+        print("| rank | q rows | keys | mask | ms | TFLOP/s | / one call |")
+        print("|---|---|---|---|---|---|---|")
+        for r in range(world):
+            p = sim.probs[r]
+            groups = p.kv_groups
+            hkg, hqg = hk // groups, h // groups
+            calls = P.all_gather_calls(p.layout, p.rank, p.world, tuple(p.segs), p.causal, p.window)
+            copies, index = E.reorder_copies(p), E.global_order(p, q.device)
+            comm = SimComm(r, world, sim.kps, sim.vps, sim.cache)
+            flat = comm.all_gather_start(None, (0, hkg)).wait()
+            qs = sim.qs[r]
+            out = torch.empty_like(qs)
+
+            def reorder(copies=copies):
+                kw, vw = E.unpack_kv(flat, world, p.tokens, hkg, d, d, k.dtype)
+                return E.to_sequence_order(kw, p, copies, index), E.to_sequence_order(vw, p, copies, index)
+
+            t_re = timed(reorder, args.reps) * groups
+            total_gather += timed(lambda: reorder(None), args.reps) * groups
+            kg, vg = reorder()
+            seg = p.segs[0]
+            lg = world * seg.local_len
+            for c in calls:
+                qv = E.q_view(qs, p, seg, c.q0, c.q1, slice(0, hqg))
+                ov = E.q_view(out, p, seg, c.q0, c.q1, slice(0, hqg))
+                kv_ = E.packed_rows(kg, seg, lg, world, c.k0, c.k1)
+                vv_ = E.packed_rows(vg, seg, lg, world, c.k0, c.k1)
+                m = c.mask
+                fn = lambda: longattn.forward(qv, kv_, vv_, out=ov, causal=m.causal, top_left=m.top_left,
+                                              window_size=m.window)
+                t = timed(fn, args.reps) * groups
+                nq, nk = c.q1 - c.q0, c.k1 - c.k0
+                rate = fl * pairs(nq, nk, m) / (t * 1e-3) / 1e12
+                ideal = fl * pairs(nq, nk, m) / (rate1 * 1e12) * 1e3
+                total_calls += t
+                total_ideal += ideal
+                mk = "full" if not m.causal else ("causal TL" if m.top_left else "causal")
+                print(f"| {r} | {nq} | {nk} | {mk} | {t:.2f} | {rate:.0f} | {t / ideal:.3f} |")
+            # The rank's calls back to back on one stream, and dealt over two streams (a call's
+            # tail can then overlap the next call's start).
+            fns = []
+            for c in calls:
+                m = c.mask
+                fns.append(lambda c=c, m=m: longattn.forward(
+                    E.q_view(qs, p, seg, c.q0, c.q1, slice(0, hqg)), E.packed_rows(kg, seg, lg, world, c.k0, c.k1),
+                    E.packed_rows(vg, seg, lg, world, c.k0, c.k1), out=E.q_view(out, p, seg, c.q0, c.q1, slice(0, hqg)),
+                    causal=m.causal, top_left=m.top_left, window_size=m.window))
+            side = [torch.cuda.Stream(), torch.cuda.Stream()]
+
+            def one_stream():
+                for _ in range(groups):
+                    for f in fns:
+                        f()
+
+            def two_streams():
+                main = torch.cuda.current_stream()
+                for s_ in side:
+                    s_.wait_stream(main)
+                i = 0
+                for _ in range(groups):
+                    for f in fns:
+                        with torch.cuda.stream(side[i % 2]):
+                            f()
+                        i += 1
+                for s_ in side:
+                    main.wait_stream(s_)
+
+            t_one, t_two = timed(one_stream, args.reps), timed(two_streams, args.reps)
+            total_one += t_one
+            total_two += t_two
+            total_reorder += t_re
+            t_rank = timed(lambda: sim.run_rank(r), args.reps)
+            total_rank += t_rank
+        print(f"calls {total_calls:.2f} ms (ideal {total_ideal:.2f}, {total_calls / t1 - 1:+.1%} over one call), "
+              f"reorders {total_reorder:.2f} ms ({total_reorder / t1:.1%}; by index gather {total_gather:.2f}), whole ranks {total_rank:.2f} ms "
+              f"({total_rank / t1 - 1:+.1%})")
+        print(f"a rank's calls on one stream: {total_one:.2f} ms ({total_one / t1 - 1:+.1%}); dealt over two streams: "
+              f"{total_two:.2f} ms ({total_two / t1 - 1:+.1%})")
+        del sim
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
