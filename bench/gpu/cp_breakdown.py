@@ -6,7 +6,7 @@ of the gathered keys), and reports each call's TFLOP/s next to the one call on t
 sequence, plus the rank's K/V reorder (the shipped block copies, and the index gather). The sum of the calls over the one call is the split
 overhead without the reorders; each call's rate says which calls lose it.
 
-  python3 bench/gpu/cp_breakdown.py [--tokens 131072] [--worlds 2,4,8] [--kv-groups 2]
+  python3 bench/gpu/cp_breakdown.py [--tokens 131072,262144] [--worlds 2,4,8] [--kv-groups 2]
 """
 
 from __future__ import annotations
@@ -49,12 +49,17 @@ def pairs(nq, nk, mask):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tokens", type=int, default=131072)
+    ap.add_argument("--tokens", default="131072", help="comma-separated sequence lengths")
     ap.add_argument("--worlds", default="2,4,8")
     ap.add_argument("--kv-groups", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
-    n, h, hk, d = args.tokens, 32, 8, 128
+    for n in [int(x) for x in args.tokens.split(",")]:
+        breakdown(args, n)
+
+
+def breakdown(args, n):
+    h, hk, d = 32, 8, 128
     g = torch.Generator(device="cpu").manual_seed(3)
     q = torch.randn((1, n, h, d), generator=g).to(torch.bfloat16).cuda()
     k = torch.randn((1, n, hk, d), generator=g).to(torch.bfloat16).cuda()
@@ -66,7 +71,7 @@ def main():
     for world in [int(x) for x in args.worlds.split(",")]:
         sim = Simulation(q, k, v, world, method="all_gather_kv", causal=True, kv_groups=args.kv_groups,
                          return_lse=False)
-        total_calls = total_ideal = total_reorder = total_rank = total_one = total_two = total_gather = 0.0
+        total_calls = total_ideal = total_reorder = total_rank = total_one = total_two = total_gather = total_pair = total_cat = 0.0
         print(f"\nW = {world}, kv_groups {args.kv_groups}")
         print("| rank | q rows | keys | mask | ms | TFLOP/s | / one call |")
         print("|---|---|---|---|---|---|---|")
@@ -136,6 +141,20 @@ def main():
                     main.wait_stream(s_)
 
             t_one, t_two = timed(one_stream, args.reps), timed(two_streams, args.reps)
+            # The rank's two chunks as one varlen call (2 sequences) over a key buffer holding
+            # each chunk's key prefix (built instead of the sequence-order buffer).
+            if len(calls) == 2 and all(c.k0 == 0 and c.mask.causal and not c.mask.top_left for c in calls):
+                n0, n1, cq = calls[0].k1, calls[1].k1, calls[0].q1 - calls[0].q0
+                kf, vf = kg.view(-1, hkg, d), vg.view(-1, hkg, d)
+                cat = lambda: (torch.cat([kf[:n0], kf[:n1]]), torch.cat([vf[:n0], vf[:n1]]))  # noqa: E731
+                kc, vc = cat()
+                cu_q = torch.tensor([0, cq, 2 * cq], dtype=torch.int32, device="cuda")
+                cu_k = torch.tensor([0, n0, n0 + n1], dtype=torch.int32, device="cuda")
+                qv, ov = qs[0, :, :hqg], out[0, :, :hqg]
+                pair = lambda: longattn.forward(qv, kc, vc, out=ov, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,  # noqa: E731
+                                                max_seqlen_q=cq, max_seqlen_k=max(n0, n1), causal=True)
+                total_pair += timed(pair, args.reps) * groups
+                total_cat += timed(cat, args.reps) * groups
             total_one += t_one
             total_two += t_two
             total_reorder += t_re
@@ -146,6 +165,9 @@ def main():
               f"({total_rank / t1 - 1:+.1%})")
         print(f"a rank's calls on one stream: {total_one:.2f} ms ({total_one / t1 - 1:+.1%}); dealt over two streams: "
               f"{total_two:.2f} ms ({total_two / t1 - 1:+.1%})")
+        if total_pair:
+            print(f"a rank's chunks as one varlen call: {total_pair:.2f} ms ({total_pair / t1 - 1:+.1%}), "
+                  f"its key buffer {total_cat:.2f} ms ({total_cat / t1:.1%})")
         del sim
         torch.cuda.empty_cache()
 

@@ -189,8 +189,12 @@ VARIANTS = [
 
 def variant_rows(dtype="bf16"):
     """The headline shapes plus 64k (32/8 heads), where the L2 sections and the dynamic
-    scheduler matter."""
-    return headline(dtype) + [Case(1, 65536, 65536, 32, 8, 128, c, dtype) for c in (False, True)]
+    scheduler matter, and causal query chunks after a long key prefix (chunked prefill over a
+    cache; context parallelism's per-rank calls, 16/4 heads: one of two kv-head groups of
+    32/8): long, nearly equal tiles."""
+    prefix = [Case(1, sq, sk, 16, 4, 128, True, dtype)
+              for sq, sk in ((32768, 131072), (32768, 98304), (16384, 131072), (8192, 131072), (8192, 73728))]
+    return headline(dtype) + [Case(1, 65536, 65536, 32, 8, 128, c, dtype) for c in (False, True)] + prefix
 
 
 def parse_specs(text):

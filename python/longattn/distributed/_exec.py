@@ -205,23 +205,30 @@ def reorder_copies(p: RankProblem):
 
 
 def to_sequence_order(x, p: RankProblem, copies, index):
-    """Gathered shards x (W, T, h, d) -> (W * T, h, d) in sequence order: strided block copies
-    (each a copy kernel at memory speed), else one index gather."""
+    """Gathered shards x (W, T, h, d), rows of h x d contiguous -> (W * T, h, d) in sequence
+    order: strided block copies (each a copy kernel at memory speed; views by as_strided, few
+    host operations per copy), else one index gather."""
+    inner = 1
+    for i in range(x.dim() - 1, 1, -1):
+        copies = copies if x.stride(i) == inner else None
+        inner *= x.shape[i]
     if copies is None:
         return x[index]
     t = _torch()
     world, tokens = x.shape[0], x.shape[1]
     y = t.empty((world * tokens,) + tuple(x.shape[2:]), dtype=x.dtype, device=x.device)
     row = x.shape[2:].numel()
-    xf, yf = x.reshape(world, tokens, row), y.view(world * tokens, row)
+    xs0, xs1, x0 = x.stride(0), x.stride(1), x.storage_offset()
     for seg, dst0, w, off, n in copies:
         nb, ll, c = seg.nb, seg.local_len, seg.chunk
-        lg, g0 = world * ll, world * seg.tok0
-        # Source: ranks w..w+n-1, rows off..off+c of each sequence's shard; destination: n
-        # chunks in a row from dst0 in each sequence.
-        src = xf[w : w + n, seg.tok0 : seg.tok0 + nb * ll].unflatten(1, (nb, ll))[:, :, off : off + c]
-        dst = yf[g0 : g0 + nb * lg].unflatten(0, (nb, lg))[:, dst0 : dst0 + n * c].unflatten(1, (n, c))
-        dst.copy_(src.transpose(0, 1))
+        if nb == 0 or c == 0:
+            continue
+        size = (nb, n, c, row)
+        # Source: ranks w..w+n-1, rows off..off+c of each of the nb sequences' shards (ll rows
+        # apart); destination: n chunks in a row from row dst0 of each sequence (W ll apart).
+        src = x.as_strided(size, (ll * xs1, xs0, xs1, 1), x0 + w * xs0 + (seg.tok0 + off) * xs1)
+        dst = y.as_strided(size, (world * ll * row, c * row, row, 1), (world * seg.tok0 + dst0) * row)
+        dst.copy_(src)
     return y
 
 
