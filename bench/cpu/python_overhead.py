@@ -62,7 +62,7 @@ def main():
             rows.append(("flash_attn_with_kvcache, int cache_seqlens (empty)",
                          lambda: fai.flash_attn_with_kvcache(q, k, v, cache_seqlens=0, causal=True, num_threads=1)))
             args = (q, k, v, None, None, None, None, None, 0, 0, None, None, None, None, None, 0.0, True,
-                    -1, -1, 0, "auto", 1)
+                    -1, -1, 0, "auto", 1, 0)
             rows.append(("torch.ops.longattn.fwd, via the dispatcher (empty)", lambda: torch.ops.longattn.fwd(*args)))
             f = torch.compile(lambda q, k, v: fai.flash_attn_func(q, k, v, causal=True, num_threads=1),
                               fullgraph=True, backend="aot_eager")

@@ -168,6 +168,12 @@ struct Args {
   /// variable LONGATTN_L2_BYTES if set, else half the device's L2 size. Must be >= 0.
   /// Changes only the order of work, never the results.
   int64_t l2_budget_bytes = 0;
+  /// CUDA backend: SMs the attention kernel leaves free for other work running beside it
+  /// (communication kernels of context or tensor parallelism; FlashAttention-3's
+  /// `sm_margin`). The persistent kernel then launches max(1, SMs - sm_margin) CTAs. Must be
+  /// >= 0; 0 uses every SM. Changes only where the work runs, never the results beyond the
+  /// split-KV choice (which counts SMs). Ignored by the other backends.
+  int sm_margin = 0;
 };
 
 /// Check `args` without computing anything. Returns the same error `forward` would.

@@ -37,6 +37,7 @@ def forward(
     attention_chunk: int = 0,
     backend: str = "auto",
     num_threads: int = 0,
+    sm_margin: int = 0,
     check_page_table: bool = False,
     k_new=None,
     v_new=None,
@@ -63,6 +64,8 @@ def forward(
     rotary_cos / rotary_sin), cu_seqlens_k_new makes them ragged, cache_batch_idx picks each
     sequence's cache row, cache_leftpad its first slot, rotary_seqlens its rotary start.
     check_kvcache: the CUDA backend waits for its device-side checks and raises on a failure.
+    sm_margin: SMs the CUDA kernel leaves free for work running beside it (communication;
+    FlashAttention-3's sm_margin), >= 0; the other backends ignore it.
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
         A.check_array(name, x)
@@ -135,6 +138,7 @@ def forward(
         backend=backend,
         stream=A.current_stream(q),
         num_threads=int(num_threads),
+        sm_margin=min(max(int(sm_margin), -(2**31)), 2**31 - 1),  # any margin past the SMs leaves one
         check_page_table=bool(check_page_table),
         rotary_interleaved=bool(rotary_interleaved),
         check_kvcache=bool(check_kvcache),

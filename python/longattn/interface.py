@@ -4,8 +4,9 @@
 
 Every function takes FA3's arguments with FA3's names, order, defaults and return values
 (see python/README.md for the table). Options that only tune FA3's speed (num_splits,
-pack_gqa, sm_margin, scheduler_metadata, deterministic -- a backward option --) are accepted
-and ignored: longattn picks its own schedule.
+pack_gqa, scheduler_metadata, deterministic -- a backward option --) are accepted and ignored:
+longattn picks its own schedule. `sm_margin` is honoured: the CUDA kernel leaves that many SMs
+free for work running beside it (e.g. communication kernels).
 Features outside forward attention raise NotImplementedError naming the argument (`qv`,
 and the backward pass). flash_attn_with_kvcache serves FA3's whole serving path: the append
 of new keys / values into the cache (in place), rotary embedding, cache_batch_idx,
@@ -117,7 +118,7 @@ def flash_attn_func(
             and v_descale is None and qv is None and not ops._is_compiling()):
         # Eager torch tensors: one C++ step (torch_ops.dense_forward), None where it does not apply.
         r = ops.dense_forward(q, k, v, softmax_scale, causal, window_size, attention_chunk, softcap,
-                              return_attn_probs, backend, num_threads)
+                              return_attn_probs, backend, num_threads, sm_margin)
         if r is not None:
             return r
     if qv is not None:
@@ -127,7 +128,8 @@ def flash_attn_func(
                       seqused_q=None, seqused_k=None, page_table=None, max_seqlen_q=0, max_seqlen_k=0,
                       sinks=sinks, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
                       softmax_scale=softmax_scale, softcap=softcap, causal=causal, window=window,
-                      attention_chunk=attention_chunk, backend=backend, num_threads=num_threads)
+                      attention_chunk=attention_chunk, backend=backend, num_threads=num_threads,
+                      sm_margin=sm_margin)
 
 
 def flash_attn_varlen_func(
@@ -173,7 +175,8 @@ def flash_attn_varlen_func(
         # Eager torch tensors: one C++ step (torch_ops.torch_forward), None where it does not apply.
         r = ops.torch_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, None, None, None, None,
                               None, None, None, None, None, True, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                              window_size, attention_chunk, softcap, return_attn_probs, backend, num_threads)
+                              window_size, attention_chunk, softcap, return_attn_probs, backend, num_threads,
+                              sm_margin)
         if r is not None:
             return r
     if qv is not None:
@@ -184,7 +187,8 @@ def flash_attn_varlen_func(
                       max_seqlen_q=max_seqlen_q or 0, max_seqlen_k=max_seqlen_k or 0, sinks=sinks,
                       q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
                       softmax_scale=softmax_scale, softcap=softcap, causal=causal, window=window,
-                      attention_chunk=attention_chunk, backend=backend, num_threads=num_threads)
+                      attention_chunk=attention_chunk, backend=backend, num_threads=num_threads,
+                      sm_margin=sm_margin)
 
 
 def _empty_accumulators(lse):
@@ -264,7 +268,7 @@ def flash_attn_with_kvcache(
         r = ops.torch_forward(q, k_cache, v_cache, cu_seqlens_q, None, None, cache_seqlens, page_table, k, v,
                               cu_seqlens_k_new, cache_batch_idx, cache_leftpad, rotary_cos, rotary_sin, rotary_seqlens,
                               rotary_interleaved, max_seqlen_q, 0, softmax_scale, causal, window_size,
-                              attention_chunk, softcap, return_softmax_lse, backend, num_threads)
+                              attention_chunk, softcap, return_softmax_lse, backend, num_threads, sm_margin)
         if r is not None:
             return (r[0], r[1]) + _empty_accumulators(r[1]) if return_softmax_lse else r
     kvcache = {}
@@ -291,7 +295,7 @@ def flash_attn_with_kvcache(
                      q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
                      softmax_scale=softmax_scale, softcap=softcap, causal=causal,
                      window=window, attention_chunk=attention_chunk,
-                     backend=backend, num_threads=num_threads, kvcache=kvcache or None)
+                     backend=backend, num_threads=num_threads, sm_margin=sm_margin, kvcache=kvcache or None)
     if not return_softmax_lse:
         return res
     return (res[0], res[1]) + _empty_accumulators(res[1])

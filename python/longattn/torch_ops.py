@@ -72,7 +72,7 @@ def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqle
              seqused_q=None, seqused_k=None, page_table=None, max_seqlen_q=0, max_seqlen_k=0,
              sinks=None, q_descale=None, k_descale=None, v_descale=None, softmax_scale=None,
              softcap=0.0, causal=False, window_size=(-1, -1), attention_chunk=0, backend="auto",
-             num_threads=0, kvcache=None):
+             num_threads=0, sm_margin=0, kvcache=None):
     """longattn.forward for torch tensors (the same contract as _core.forward), with outputs
     allocated by torch and the tensors described to the extension without DLPack. kvcache:
     {name: tensor} of the KV-cache serving inputs (k_new, v_new, cu_seqlens_k_new,
@@ -112,7 +112,7 @@ def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqle
     _ext.forward(t, None if softmax_scale is None else float(softmax_scale), float(softcap or 0.0),
                  bool(causal), False, int(window_size[0]), int(window_size[1]), int(attention_chunk or 0),
                  int(max_seqlen_q or 0), int(max_seqlen_k or 0), backend, _stream(q), int(num_threads), False,
-                 interleaved)
+                 interleaved, False, min(max(int(sm_margin), -(2**31)), 2**31 - 1))
     return (out, lse) if return_lse else out
 
 
@@ -132,7 +132,7 @@ torch_forward = _ext.torch_forward
 
 def _fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, max_seqlen_q, max_seqlen_k,
               sinks, q_descale, k_descale, v_descale, softmax_scale, softcap, causal, window_left, window_right,
-              attention_chunk, backend, num_threads):
+              attention_chunk, backend, num_threads, sm_margin):
     """(out, lse) of longattn.forward; every argument explicit (custom-op schema). Rows past
     seqused_q are left as allocated (uninitialised), as FA3 leaves them. The C++ fast path
     first (what compiled graphs call), the general path where it does not apply."""
@@ -140,7 +140,8 @@ def _fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_ta
             and not (causal and window_right >= 0)):
         r = torch_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, None, None, None,
                           None, None, None, None, None, True, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                          (window_left, window_right), attention_chunk, softcap, True, backend, num_threads)
+                          (window_left, window_right), attention_chunk, softcap, True, backend, num_threads,
+                          sm_margin)
         if r is not None:
             return r
     return _forward(
@@ -149,13 +150,13 @@ def _fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_ta
         max_seqlen_k=max_seqlen_k, sinks=sinks, q_descale=q_descale, k_descale=k_descale,
         v_descale=v_descale, softmax_scale=softmax_scale, softcap=softcap, causal=causal,
         window_size=(window_left, window_right), attention_chunk=attention_chunk, backend=backend,
-        num_threads=num_threads,
+        num_threads=num_threads, sm_margin=sm_margin,
     )
 
 
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, max_seqlen_q,
               max_seqlen_k, sinks, q_descale, k_descale, v_descale, softmax_scale, softcap, causal,
-              window_left, window_right, attention_chunk, backend, num_threads):
+              window_left, window_right, attention_chunk, backend, num_threads, sm_margin):
     out_dtype = torch.bfloat16 if q.dtype == _FP8 else q.dtype
     out = q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],), dtype=out_dtype)
     if cu_seqlens_q is not None:  # ragged: (heads, total_q)
@@ -171,7 +172,8 @@ def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_ta
 def _fwd_kvcache_impl(q, k_cache, v_cache, k_new, v_new, cu_seqlens_q, cu_seqlens_k_new, cache_seqlens,
                       cache_batch_idx, cache_leftpad, page_table, rotary_cos, rotary_sin, rotary_seqlens,
                       rotary_interleaved, max_seqlen_q, sinks, q_descale, k_descale, v_descale, softmax_scale,
-                      softcap, causal, window_left, window_right, attention_chunk, backend, num_threads):
+                      softcap, causal, window_left, window_right, attention_chunk, backend, num_threads,
+                      sm_margin):
     """(out, lse) of flash_attn_with_kvcache's serving path: k_new / v_new appended into
     k_cache / v_cache (in place), rotary, cache rows and left padding (longattn.h KvCacheArgs).
     The C++ fast path first, the general path where it does not apply."""
@@ -180,7 +182,7 @@ def _fwd_kvcache_impl(q, k_cache, v_cache, k_new, v_new, cu_seqlens_q, cu_seqlen
         r = torch_forward(q, k_cache, v_cache, cu_seqlens_q, None, None, cache_seqlens, page_table, k_new, v_new,
                           cu_seqlens_k_new, cache_batch_idx, cache_leftpad, rotary_cos, rotary_sin, rotary_seqlens,
                           rotary_interleaved, max_seqlen_q, 0, softmax_scale, causal, (window_left, window_right),
-                          attention_chunk, softcap, True, backend, num_threads)
+                          attention_chunk, softcap, True, backend, num_threads, sm_margin)
         if r is not None:
             return r
     kv = {"k_new": k_new, "v_new": v_new, "cu_seqlens_k_new": cu_seqlens_k_new, "cache_batch_idx": cache_batch_idx,
@@ -191,7 +193,7 @@ def _fwd_kvcache_impl(q, k_cache, v_cache, k_new, v_new, cu_seqlens_q, cu_seqlen
         page_table=page_table, max_seqlen_q=max_seqlen_q, sinks=sinks, q_descale=q_descale, k_descale=k_descale,
         v_descale=v_descale, softmax_scale=softmax_scale, softcap=softcap, causal=causal,
         window_size=(window_left, window_right), attention_chunk=attention_chunk, backend=backend,
-        num_threads=num_threads, kvcache=kv,
+        num_threads=num_threads, sm_margin=sm_margin, kvcache=kv,
     )
 
 
@@ -294,15 +296,16 @@ fwd = _register(
     "fwd", "(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, Tensor? seqused_q, "
     "Tensor? seqused_k, Tensor? page_table, SymInt max_seqlen_q, SymInt max_seqlen_k, Tensor? sinks, "
     "Tensor? q_descale, Tensor? k_descale, Tensor? v_descale, float? softmax_scale, float softcap, bool causal, "
-    "SymInt window_left, SymInt window_right, SymInt attention_chunk, str backend, SymInt num_threads) "
-    "-> (Tensor, Tensor)", _fwd_impl, _fwd_fake)
+    "SymInt window_left, SymInt window_right, SymInt attention_chunk, str backend, SymInt num_threads, "
+    "SymInt sm_margin) -> (Tensor, Tensor)", _fwd_impl, _fwd_fake)
 fwd_kvcache = _register(
     "fwd_kvcache", "(Tensor q, Tensor(a1!) k_cache, Tensor(a2!) v_cache, Tensor? k_new, Tensor? v_new, "
     "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k_new, Tensor? cache_seqlens, Tensor? cache_batch_idx, "
     "Tensor? cache_leftpad, Tensor? page_table, Tensor? rotary_cos, Tensor? rotary_sin, Tensor? rotary_seqlens, "
     "bool rotary_interleaved, SymInt max_seqlen_q, Tensor? sinks, Tensor? q_descale, Tensor? k_descale, "
     "Tensor? v_descale, float? softmax_scale, float softcap, bool causal, SymInt window_left, "
-    "SymInt window_right, SymInt attention_chunk, str backend, SymInt num_threads) -> (Tensor, Tensor)",
+    "SymInt window_right, SymInt attention_chunk, str backend, SymInt num_threads, SymInt sm_margin) "
+    "-> (Tensor, Tensor)",
     _fwd_kvcache_impl, _fwd_kvcache_fake, mutated=(1, 2))
 combine = _register(
     "combine", "(Tensor out_partial, Tensor lse_partial, ScalarType? out_dtype, str backend) -> (Tensor, Tensor)",
@@ -328,7 +331,7 @@ def _batch(q, cu_seqlens_q) -> int:
 
 def run(q, k, v, *, return_lse, out, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table,
         max_seqlen_q, max_seqlen_k, sinks, q_descale, k_descale, v_descale, softmax_scale, softcap,
-        causal, window, attention_chunk, backend, num_threads, kvcache=None):
+        causal, window, attention_chunk, backend, num_threads, sm_margin=0, kvcache=None):
     """One FA3-style forward on torch tensors (interface.py normalised the arguments):
     FA3 defaults filled in with torch ops (traceable), then the op or its body. kvcache: the
     serving inputs of flash_attn_with_kvcache (longattn::fwd_kvcache)."""
@@ -360,18 +363,20 @@ def run(q, k, v, *, return_lse, out, cu_seqlens_q, cu_seqlens_k, seqused_q, sequ
                             seqused_k=seqused_k, page_table=page_table, max_seqlen_q=max_seqlen_q, sinks=sinks,
                             q_descale=q_descale, k_descale=k_descale, v_descale=v_descale,
                             softmax_scale=softmax_scale, softcap=softcap, causal=causal, window=window,
-                            attention_chunk=attention_chunk, backend=backend, num_threads=num_threads)
+                            attention_chunk=attention_chunk, backend=backend, num_threads=num_threads,
+                            sm_margin=sm_margin)
     if _direct(q, k, v, sinks, q_descale, k_descale, v_descale, out):
         return _forward(
             q, k, v, out=out, return_lse=return_lse, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
             seqused_q=seqused_q, seqused_k=seqused_k, page_table=page_table, max_seqlen_q=max_seqlen_q,
             max_seqlen_k=max_seqlen_k, sinks=sinks, q_descale=q_descale, k_descale=k_descale,
             v_descale=v_descale, softmax_scale=softmax_scale, softcap=softcap, causal=causal,
-            window_size=window, attention_chunk=attention_chunk, backend=backend, num_threads=num_threads)
+            window_size=window, attention_chunk=attention_chunk, backend=backend, num_threads=num_threads,
+            sm_margin=sm_margin)
     o, lse = fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, int(max_seqlen_q),
                  int(max_seqlen_k), sinks, q_descale, k_descale, v_descale,
                  None if softmax_scale is None else float(softmax_scale), float(softcap), bool(causal),
-                 int(window[0]), int(window[1]), int(attention_chunk), backend, int(num_threads))
+                 int(window[0]), int(window[1]), int(attention_chunk), backend, int(num_threads), int(sm_margin))
     return _result(o, lse, out, return_lse)
 
 
@@ -386,7 +391,7 @@ def _result(o, lse, out, return_lse):
 
 def _run_kvcache(q, k, v, kv, *, return_lse, out, cu_seqlens_q, seqused_k, page_table, max_seqlen_q, sinks,
                  q_descale, k_descale, v_descale, softmax_scale, softcap, causal, window, attention_chunk,
-                 backend, num_threads):
+                 backend, num_threads, sm_margin=0):
     """flash_attn_with_kvcache's serving call: the op's body directly in eager mode, else the op."""
     names = ("k_new", "v_new", "cu_seqlens_k_new", "cache_batch_idx", "cache_leftpad", "rotary_cos", "rotary_sin",
              "rotary_seqlens")
@@ -399,13 +404,15 @@ def _run_kvcache(q, k, v, kv, *, return_lse, out, cu_seqlens_q, seqused_k, page_
             q, k, v, out=out, return_lse=return_lse, cu_seqlens_q=cu_seqlens_q, seqused_k=seqused_k,
             page_table=page_table, max_seqlen_q=max_seqlen_q, sinks=sinks, q_descale=q_descale, k_descale=k_descale,
             v_descale=v_descale, softmax_scale=softmax_scale, softcap=softcap, causal=causal, window_size=window,
-            attention_chunk=attention_chunk, backend=backend, num_threads=num_threads, kvcache=kv)
+            attention_chunk=attention_chunk, backend=backend, num_threads=num_threads, sm_margin=sm_margin,
+            kvcache=kv)
     o, lse = fwd_kvcache(q, k, v, *(kv.get(n) for n in names[:2]), cu_seqlens_q, kv.get("cu_seqlens_k_new"), seqused_k,
                          kv.get("cache_batch_idx"), kv.get("cache_leftpad"), page_table, kv.get("rotary_cos"),
                          kv.get("rotary_sin"), kv.get("rotary_seqlens"), bool(kv.get("rotary_interleaved", True)),
                          int(max_seqlen_q), sinks, q_descale, k_descale, v_descale,
                          None if softmax_scale is None else float(softmax_scale), float(softcap), bool(causal),
-                         int(window[0]), int(window[1]), int(attention_chunk), backend, int(num_threads))
+                         int(window[0]), int(window[1]), int(attention_chunk), backend, int(num_threads),
+                         int(sm_margin))
     return _result(o, lse, out, return_lse)
 
 

@@ -14,6 +14,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "ext_errors.h"
@@ -192,7 +194,7 @@ struct Call {
   nb::handle q, k, v;
   nb::handle opt[kNumOpt];
   nb::handle rotary_interleaved, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_size, chunk, softcap,
-      return_lse, backend, num_threads;
+      return_lse, backend, num_threads, sm_margin;
 };
 
 // A contiguous view of `rank` / `shape` like `like` (device), dtype dt, data to come.
@@ -213,11 +215,12 @@ Tensor contiguous_like(const Tensor& like, DType dt, int rank, const int64_t* sh
 nb::object run(const Call& c) {
   if (!g.tensor_type) return nb::none();
   bool causal = false, return_lse = false, interleaved = true;
-  int64_t chunk = 0, num_threads = 0, max_q = 0, max_k = 0;
+  int64_t chunk = 0, num_threads = 0, sm_margin = 0, max_q = 0, max_k = 0;
   double softcap = 0.0;
   if (!read_bool(c.causal, &causal) || !read_bool(c.return_lse, &return_lse) ||
       !read_bool(c.rotary_interleaved, &interleaved) || !read_int(c.chunk, &chunk) ||
-      !read_int(c.num_threads, &num_threads) || !PyUnicode_Check(c.backend.ptr()) ||
+      !read_int(c.num_threads, &num_threads) || !read_int(c.sm_margin, &sm_margin) ||
+      !PyUnicode_Check(c.backend.ptr()) ||
       (!c.softcap.is_none() && !read_float(c.softcap, &softcap)) ||
       (!c.max_seqlen_q.is_none() && !read_int(c.max_seqlen_q, &max_q)) ||
       (!c.max_seqlen_k.is_none() && !read_int(c.max_seqlen_k, &max_k)))
@@ -274,6 +277,7 @@ nb::object run(const Call& c) {
   a.mask.chunk_size = chunk;
   a.backend = backend_from(nb::borrow<nb::str>(c.backend).c_str());
   a.num_threads = int(num_threads);
+  a.sm_margin = int(std::clamp<int64_t>(sm_margin, INT32_MIN, INT32_MAX));  // as _core.forward
   const bool on_cuda = rq.t.device.kind == longattn::DeviceKind::cuda;
   if (on_cuda) {
     if (g.raw_stream == Py_None) return nb::none();
@@ -314,16 +318,16 @@ nb::object run(const Call& c) {
 // flash_attn_func's call: dense q / k / v, no metadata.
 nb::object dense_forward(nb::handle q, nb::handle k, nb::handle v, nb::handle softmax_scale, nb::handle causal,
                          nb::handle window_size, nb::handle chunk, nb::handle softcap, nb::handle return_lse,
-                         nb::handle backend, nb::handle num_threads) {
+                         nb::handle backend, nb::handle num_threads, nb::handle sm_margin) {
   Call c{q, k, v, {}, nb::handle(Py_True), nb::none(), nb::none(), softmax_scale, causal, window_size, chunk,
-         softcap, return_lse, backend, num_threads};
+         softcap, return_lse, backend, num_threads, sm_margin};
   for (nb::handle& h : c.opt) h = nb::none();
   return run(c);
 }
 
 // Every argument: flash_attn_varlen_func's and flash_attn_with_kvcache's calls.
 nb::object torch_forward(nb::args args) {
-  constexpr size_t kArgs = 3 + kNumOpt + 11;
+  constexpr size_t kArgs = 3 + kNumOpt + 12;
   if (args.size() != kArgs)
     throw nb::type_error(("torch_forward: expected " + std::to_string(kArgs) + " arguments").c_str());
   Call c;
@@ -333,7 +337,8 @@ nb::object torch_forward(nb::args args) {
   c.v = args[i++];
   for (nb::handle& h : c.opt) h = args[i++];
   for (nb::handle* h : {&c.rotary_interleaved, &c.max_seqlen_q, &c.max_seqlen_k, &c.softmax_scale, &c.causal,
-                        &c.window_size, &c.chunk, &c.softcap, &c.return_lse, &c.backend, &c.num_threads})
+                        &c.window_size, &c.chunk, &c.softcap, &c.return_lse, &c.backend, &c.num_threads,
+                        &c.sm_margin})
     *h = args[i++];
   return run(c);
 }
@@ -345,13 +350,13 @@ void register_torch_fastpath(nb::module_& m) {
   m.def("dense_forward", &dense_forward, nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
         nb::arg("softmax_scale").none(), nb::arg("causal").none(), nb::arg("window_size").none(),
         nb::arg("attention_chunk").none(), nb::arg("softcap").none(), nb::arg("return_lse").none(),
-        nb::arg("backend").none(), nb::arg("num_threads").none(),
+        nb::arg("backend").none(), nb::arg("num_threads").none(), nb::arg("sm_margin").none(),
         "flash_attn_func's eager call on plain torch tensors, or None where the general path must run it.");
   m.def("torch_forward", &torch_forward,
         "torch_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, k_new, v_new, "
         "cu_seqlens_k_new, cache_batch_idx, cache_leftpad, rotary_cos, rotary_sin, rotary_seqlens, "
         "rotary_interleaved, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_size, attention_chunk, "
-        "softcap, return_lse, backend, num_threads): the varlen / kvcache eager call, or None where the general "
+        "softcap, return_lse, backend, num_threads, sm_margin): the varlen / kvcache eager call, or None where the general "
         "path must run it.");
 }
 

@@ -268,6 +268,7 @@ Status build_problem(const Args& a, Problem* out_problem) {
     return invalid("num_threads: " + to_string(a.num_threads) + ", expected >= 0 (0: automatic)");
   if (int(a.cpu_isa) > int(CpuIsa::amx))
     return invalid("cpu_isa: unknown value " + to_string(int(a.cpu_isa)));
+  if (a.sm_margin < 0) return invalid("sm_margin: " + to_string(a.sm_margin) + ", expected >= 0 (SMs left free)");
   if (a.l2_budget_bytes < 0)
     return invalid("l2_budget_bytes: " + to_string(a.l2_budget_bytes) + ", expected >= 0 (0: from the device)");
   if (a.max_seqlen_q < 0)

@@ -392,7 +392,7 @@ Status kvcache_forward(const Args& a, const Problem& p, const Overrides& ov) {
   const bool gathered = s.ok() && needs_page_gather(kv.problem) && kv.problem.batch > 0 && kv.problem.max_seq_q > 0 &&
                         kv.problem.heads_q > 0 && kv.problem.max_seq_k > 0;
   if (gathered) s = gather.prepare(kv.attn, kv.problem, stream);
-  if (s.ok()) s = cuda::kvcache_run(kv, guard.num_sms(), a.kvcache.check, stream);
+  if (s.ok()) s = cuda::kvcache_run(kv, cuda::usable_sms(guard.num_sms(), a.sm_margin), a.kvcache.check, stream);
   // The pages only the attention reads: checked on request, as cuda_forward does.
   if (s.ok() && gathered && kv.attn.check_page_table) s = check_pages(kv.attn, kv.problem, stream);
   if (s.ok()) s = gathered ? gather.run(kv.attn, ov) : cuda_forward(kv.attn, kv.problem, ov);
@@ -426,7 +426,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
 
   const int l2 = cuda::device_attribute(cudaDevAttrL2CacheSize, p.device.ordinal, 50 << 20);
   cuda::ForwardPlan plan;
-  LONGATTN_TRY(cuda::plan_forward(a, p, ov, guard.num_sms(), l2, &plan));
+  LONGATTN_TRY(cuda::plan_forward(a, p, ov, cuda::usable_sms(guard.num_sms(), a.sm_margin), l2, &plan));
   if (p.kv == KvLayout::paged && a.check_page_table && !p.meta_on_host) LONGATTN_TRY(check_pages(a, p, stream));
 
   LaunchArgs la{};
@@ -434,7 +434,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
     return Status::Error("CUDA backend: " + err);
   cuda::fill_params(a, p, plan, &la.p);
   la.kernel = plan.kernel;
-  la.num_sms = guard.num_sms();
+  la.num_sms = cuda::usable_sms(guard.num_sms(), a.sm_margin);
   la.stream = stream;
   la.tile_list = plan.tile_list;
   la.list_items = plan.list_items;

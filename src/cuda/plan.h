@@ -37,8 +37,12 @@ struct ForwardPlan {
   bool dynamic = false;      // the atomic tile counter where the kernel compiles it
 };
 
+// The SMs a call's kernels may fill (the persistent grid, split-KV's count): all of the
+// device's `sms` but Args::sm_margin (validated >= 0), at least one.
+inline int usable_sms(int sms, int sm_margin) { return sm_margin < sms ? sms - sm_margin : 1; }
+
 // Fills `plan` for a validated problem that the kernels serve (forward_sm90.cpp checks that
-// first). `num_sms` and `l2_bytes` describe the device. NotSupported (naming the argument)
+// first). `num_sms` (usable_sms) and `l2_bytes` describe the device. NotSupported (naming the argument)
 // for a page size or page table the paged kernel cannot take.
 Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overrides& ov, int num_sms,
                     int64_t l2_bytes, ForwardPlan* plan);

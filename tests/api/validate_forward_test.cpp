@@ -225,6 +225,11 @@ TEST_F(Bad, NegativeThreadCount) {
   a.num_threads = -2;
   expect_invalid(a, "num_threads", "-2");
 }
+TEST_F(Bad, NegativeSmMargin) {
+  Args a = c.args;
+  a.sm_margin = -3;
+  expect_invalid(a, "sm_margin", "-3");
+}
 TEST_F(Bad, UnknownCpuIsa) {
   Args a = c.args;
   a.cpu_isa = static_cast<CpuIsa>(42);

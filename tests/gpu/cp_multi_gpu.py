@@ -164,11 +164,12 @@ def timed(fn, iters, together=True):
     return statistics.median(ts)
 
 
-def speed(dev, world, rank, lengths, iters):
+def speed(dev, world, rank, lengths, iters, margins=(0,)):
     say(f"\n(b) causal prefill, one sequence, {HQ}/{HK} heads, hdim {D}, bf16: seconds per call "
         f"(slowest rank, median of {iters}); one GPU = the whole sequence in one call on rank 0")
-    say("| tokens | method | W | s / call | one GPU s | speedup | efficiency | model speedup | model exposed comm ms |")
-    say("|---|---|---|---|---|---|---|---|---|")
+    say("| tokens | method | sm_margin | W | s / call | one GPU s | speedup | efficiency | model speedup | "
+        "model exposed comm ms |")
+    say("|---|---|---|---|---|---|---|---|---|---|")
     for n in lengths:
         n = n // (2 * world) * (2 * world)
         q, k, v = inputs(n, 11, dev)
@@ -179,13 +180,15 @@ def speed(dev, world, rank, lengths, iters):
         dist.all_reduce(t1, op=dist.ReduceOp.MAX)
         qr, kr, vr = (cp.shard(x, rank, world, seq_dim=0)[None] for x in (q, k, v))
         for method in ("all_gather_kv", "ring"):
-            t = torch.tensor([timed(lambda: cp.context_parallel_attn(qr, kr, vr, causal=True, method=method),
-                                    iters)], dtype=torch.float64, device=dev)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            pred = cost_model.predict(method, world, n, HQ, HK, D)
-            sp = t1.item() / t.item()
-            say(f"| {n} | {method} | {world} | {t.item():.4f} | {t1.item():.4f} | {sp:.2f} | {sp / world:.3f} | "
-                f"{pred.speedup:.2f} | {pred.t_exposed * 1e3:.2f} |")
+            for m in margins:
+                t = torch.tensor([timed(lambda: cp.context_parallel_attn(qr, kr, vr, causal=True, method=method,
+                                                                         sm_margin=m), iters)],
+                                 dtype=torch.float64, device=dev)
+                dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                pred = cost_model.predict(method, world, n, HQ, HK, D)
+                sp = t1.item() / t.item()
+                say(f"| {n} | {method} | {m} | {world} | {t.item():.4f} | {t1.item():.4f} | {sp:.2f} | "
+                    f"{sp / world:.3f} | {pred.speedup:.2f} | {pred.t_exposed * 1e3:.2f} |")
         del q, k, v, qr, kr, vr
         torch.cuda.empty_cache()
 
@@ -195,6 +198,7 @@ def main():
     ap.add_argument("--lengths", default="131072,262144,524288")
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--sm-margins", default="0", help="(b): comma-separated sm_margin values of the calls")
     ap.add_argument("--cpu", action="store_true", help="gloo + the CPU backend at tiny sizes (no speed part)")
     a = ap.parse_args()
     rank = int(os.environ["RANK"])
@@ -215,7 +219,8 @@ def main():
     fails = torch.tensor([check(dev, world, rank)], device=dev)
     dist.all_reduce(fails)
     if not a.no_speed and not a.cpu:
-        speed(dev, world, rank, [int(x) for x in a.lengths.split(",") if x], a.iters)
+        speed(dev, world, rank, [int(x) for x in a.lengths.split(",") if x], a.iters,
+              [int(x) for x in a.sm_margins.split(",") if x])
     say(f"\ncp_multi_gpu: {'FAILED ' + str(int(fails.item())) + ' rank-case(s)' if fails.item() else 'all checks passed'}")
     dist.destroy_process_group()
     sys.exit(1 if fails.item() else 0)

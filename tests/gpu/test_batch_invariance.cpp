@@ -34,6 +34,7 @@ struct Config {
   bool causal = false, dense = false;  // dense: every sequence the same lengths, rank-4 tensors
   int64_t window_left = -1;
   int64_t l2_budget = 0;  // Args::l2_budget_bytes
+  int sm_margin = 0;      // Args::sm_margin (fewer CTAs, the same tiles)
   detail::Overrides ov;   // schedule overrides (sections, tile list, dynamic counter)
 };
 
@@ -127,6 +128,7 @@ Rows run_batch(const Config& c, const std::vector<Seq>& seqs, size_t which) {
   a.mask.causal = c.causal;
   a.mask.window_left = c.window_left;
   a.l2_budget_bytes = c.l2_budget;
+  a.sm_margin = c.sm_margin;
   a.backend = Backend::cuda;
   const Status st = detail::forward_with(a, c.ov);
   if (!st.ok()) {
@@ -221,7 +223,8 @@ TEST_F(GpuBatchInvariance, DenseRowsIndependentOfTheBatch) {
 
 // The order the scheduler deals tiles in changes nothing: forced section sizes, sections off,
 // a tiny L2 budget, the ragged tile list off (the padded grid), the dynamic counter instead
-// of the static snake (the default below 1536 key blocks).
+// of the static snake (the default below 1536 key blocks), fewer CTAs (Args::sm_margin: 100
+// SMs left free, and every SM but one).
 TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
   Config dense;  // 384 tiles (> 2 rounds of 132 CTAs: the dynamic counter is used)
   dense.dense = true;
@@ -256,6 +259,11 @@ TEST_F(GpuBatchInvariance, ScheduleOrderChangesNoBits) {
       v = c;
       v.ov.dynamic = detail::Force::on;
       variants.push_back({"dynamic=on", v});
+      v = c;
+      v.sm_margin = 100;
+      variants.push_back({"sm_margin=100", v});
+      v.sm_margin = 100000;
+      variants.push_back({"sm_margin=100000", v});
     }
     for (const Variant& v : variants)
       expect_same(base, run_batch(v.c, b, which), std::string(is_dense ? "dense " : "ragged ") + v.name);

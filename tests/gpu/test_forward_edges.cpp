@@ -318,6 +318,15 @@ TEST(GpuPlanRule, RaggedTileListOnlyPastOneWave) {
   }
 }
 
+// Args::sm_margin: the SMs a call's kernels may fill, at least one.
+TEST(GpuPlanRule, SmMarginLeavesAtLeastOneSm) {
+  EXPECT_EQ(cuda::usable_sms(132, 0), 132);
+  EXPECT_EQ(cuda::usable_sms(132, 8), 124);
+  EXPECT_EQ(cuda::usable_sms(132, 131), 1);
+  EXPECT_EQ(cuda::usable_sms(132, 132), 1);
+  EXPECT_EQ(cuda::usable_sms(132, 1 << 30), 1);
+}
+
 // plan.cpp's tile-list rule for the hdim-256 kinds, on the host (no GPU, no memory touched):
 // causal calls whose (batch, head) pairs' K/V exceed the L2 budget with fewer than 3 running
 // tiles per pair take the ragged kind's tile list; few pairs, non-causal, fp8 and hdim 128

@@ -30,6 +30,10 @@ def test_world_size_one_is_the_plain_call_bit_for_bit(tmp_path):
     a, la = cp.context_parallel_attn(q, k, v, causal=True, window_size=(7, 3), sinks=sinks, return_lse=True)
     b, lb = longattn.forward(q, k, v, causal=True, window_size=(7, -1), sinks=sinks, return_lse=True)
     assert torch.equal(a.view(torch.int16), b.view(torch.int16)) and torch.equal(la, lb)
+    c = cp.context_parallel_attn(q, k, v, causal=True, window_size=(7, 3), sinks=sinks, sm_margin=3)
+    assert torch.equal(c.view(torch.int16), b.view(torch.int16))
+    with pytest.raises(ValueError, match="sm_margin"):
+        cp.context_parallel_attn(q, k, v, causal=True, sm_margin=-1)
     cu = torch.tensor([0, 15, 40], dtype=torch.int32)
     b = longattn.flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 25, 25, causal=True)
     a = cp.context_parallel_attn(q[0], k[0], v[0], cu_seqlens=cu, causal=True)

@@ -4,6 +4,7 @@ positional calls keep working), speed-only options accepted, every unsupported a
 rejected by name, and C++ validation of the metadata these functions take (page tables,
 cache lengths) surfacing as ValueError."""
 
+import importlib
 import inspect
 
 import numpy as np
@@ -123,7 +124,7 @@ def test_positional_call_with_speed_options(rng):
     assert_oracle(out, lse, q, k, v, causal=True, scale=0.3, window=(5, -1))
 
 
-def test_kvcache_speed_options_are_ignored(rng):
+def test_kvcache_speed_options_are_accepted(rng):
     q, kc, vc = randn(rng, (2, 5, 4, 32)), randn(rng, (2, 30, 2, 32)), randn(rng, (2, 30, 2, 32))
     lens = np.array([30, 11], np.int32)
     plain = longattn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, causal=True)
@@ -131,6 +132,48 @@ def test_kvcache_speed_options_are_ignored(rng):
                                              num_splits=3, pack_gqa=False, sm_margin=4,
                                              rotary_interleaved=False)
     np.testing.assert_array_equal(plain, tuned)
+
+
+def test_sm_margin_reaches_the_backend_and_is_validated(rng):
+    """sm_margin (FA3's SMs left free) is passed to longattn::Args, not dropped: a negative one
+    is refused naming it (nothing written), by every FA3 call, NumPy and torch, fast path and
+    general path; valid ones leave the CPU backend's results unchanged."""
+    q, k, v = randn(rng, (2, 9, 4, 32)), randn(rng, (2, 13, 2, 32)), randn(rng, (2, 13, 2, 32))
+    cu = np.array([0, 9], np.int32)
+    cuk = np.array([0, 13], np.int32)
+    lens = np.array([13, 7], np.int32)
+    plain = longattn.flash_attn_func(q, k, v, causal=True)
+    np.testing.assert_array_equal(longattn.flash_attn_func(q, k, v, causal=True, sm_margin=5), plain)
+    calls = [
+        lambda m, q, k, v, cu, cuk, lens: longattn.flash_attn_func(q, k, v, causal=True, sm_margin=m),
+        lambda m, q, k, v, cu, cuk, lens: longattn.flash_attn_varlen_func(q[0], k[0], v[0], cu, cuk, 9, 13,
+                                                                          causal=True, sm_margin=m),
+        lambda m, q, k, v, cu, cuk, lens: longattn.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens,
+                                                                           causal=True, sm_margin=m),
+    ]
+    for f in calls:
+        with pytest.raises(ValueError, match="sm_margin"):
+            f(-1, q, k, v, cu, cuk, lens)
+    torch = pytest.importorskip("torch")
+    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+    tcu, tcuk, tlens = (torch.from_numpy(x) for x in (cu, cuk, lens))
+    for f in calls:
+        want = f(0, tq, tk, tv, tcu, tcuk, tlens)
+        torch.testing.assert_close(f(2**40, tq, tk, tv, tcu, tcuk, tlens), want, atol=0, rtol=0)
+        with pytest.raises(ValueError, match="sm_margin"):
+            f(-3, tq, tk, tv, tcu, tcuk, tlens)  # the C++ fast path
+    poisoned = torch.full_like(tq, float("nan"))
+    with pytest.raises(ValueError, match="sm_margin"):  # the general path (an out given)
+        longattn.flash_attn_func(tq, tk, tv, causal=True, sm_margin=-3, out=poisoned)
+    assert poisoned.isnan().all()
+    torch_ops = importlib.import_module("longattn.torch_ops")  # registers the ops
+    assert torch_ops.fwd is torch.ops.longattn.fwd.default
+    args = (tq, tk, tv, None, None, None, None, None, 0, 0, None, None, None, None, None, 0.0, True,
+            -1, -1, 0, "auto", 0)
+    out, _ = torch.ops.longattn.fwd(*args, 7)
+    torch.testing.assert_close(out, torch.from_numpy(plain), atol=0, rtol=0)
+    with pytest.raises(ValueError, match="sm_margin"):
+        torch.ops.longattn.fwd(*args, -1)
 
 
 @pytest.mark.parametrize("arg", ["qv"])

@@ -385,7 +385,7 @@ def test_torch_op_check(rng):
     tkc, tvc = tkc.nan_to_num(0.0), tvc.nan_to_num(0.0)  # opcheck compares results: no NaN slots
     args = (tq, tkc, tvc, kw["k"], kw["v"], None, None, kw["cache_seqlens"], None, None, kw["page_table"],
             kw["rotary_cos"], kw["rotary_sin"], None, True, 0, None, None, None, None, None, 0.0, True, -1, -1, 0,
-            "auto", 0)
+            "auto", 0, 0)
     opcheck(torch.ops.longattn.fwd_kvcache.default, args,
             test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
 

@@ -81,7 +81,7 @@ def test_custom_op_and_compile_cpu():
     ref = longattn.flash_attn_func(q, k, v, causal=True)
     torch.testing.assert_close(lt.flash_attn_func(q, k, v, causal=True), ref, atol=0, rtol=0)
     args = (q, k, v, None, None, None, None, None, 0, 0, None, None, None, None, None, 0.0, True,
-            -1, -1, 0, "auto", 0)
+            -1, -1, 0, "auto", 0, 0)
     out, lse = torch.ops.longattn.fwd(*args)
     torch.testing.assert_close(out, ref, atol=0, rtol=0)
     torch.library.opcheck(torch.ops.longattn.fwd.default, args,

@@ -137,10 +137,10 @@ def test_opcheck_schemas_and_fakes():
     utils = ("test_schema", "test_faketensor", "test_autograd_registration")
     torch.library.opcheck(torch.ops.longattn.fwd.default,
                           (q, k, v, None, None, None, None, None, 0, 0, None, None, None, None, 0.3, 0.0,
-                           True, 4, -1, 0, "auto", 0), test_utils=utils)
+                           True, 4, -1, 0, "auto", 0, 0), test_utils=utils)
     torch.library.opcheck(torch.ops.longattn.fwd.default,
                           (vq, vk, vv, cu_q, cu_k, used_q, used_k, None, 12, 17, torch.zeros(4), None,
-                           None, None, None, 5.0, True, -1, -1, 4, "cpu", 1), test_utils=utils)
+                           None, None, None, 5.0, True, -1, -1, 4, "cpu", 1, 3), test_utils=utils)
     op, lp = randn(3, 10, 4, 16), randn(3, 4, 10)
     torch.library.opcheck(torch.ops.longattn.combine.default, (op, lp, torch.bfloat16, "auto"),
                           test_utils=utils)
@@ -192,7 +192,7 @@ def test_op_autograd_kernel_paths():
             return func(*args, **(kwargs or {}))
 
     q, k, v = dense_case()
-    args = (None, None, None, None, None, 0, 0, None, None, None, None, None, 0.0, True, -1, -1, 0, "auto", 0)
+    args = (None, None, None, None, None, 0, 0, None, None, None, None, None, 0.0, True, -1, -1, 0, "auto", 0, 0)
     plain = torch.ops.longattn.fwd(q, k, v, *args)
     with Seen():
         moded = torch.ops.longattn.fwd(q, k, v, *args)
@@ -201,7 +201,7 @@ def test_op_autograd_kernel_paths():
     kc, vc = k.clone(), v.clone()
     versions = kc._version, vc._version
     cache_args = (k[:, :1], v[:, :1], None, None, torch.tensor([20, 20], dtype=torch.int32), None, None, None,
-                  None, None, None, True, 0, None, None, None, None, None, 0.0, True, -1, -1, 0, "auto", 0)
+                  None, None, None, True, 0, None, None, None, None, None, 0.0, True, -1, -1, 0, "auto", 0, 0)
     torch.ops.longattn.fwd_kvcache(q[:, :1], kc, vc, *cache_args)
     assert (kc._version, vc._version) == (versions[0] + 1, versions[1] + 1)
     out, lse = torch.ops.longattn.fwd_kvcache(q[:, :1].clone().requires_grad_(), k.clone(), v.clone(), *cache_args)

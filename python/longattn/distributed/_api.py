@@ -160,7 +160,7 @@ def _check(q, k, v, sinks, cu, *, causal, window, layout, method, kv_groups, wor
 
 
 def rank_problem(q, k, v, layout, world, rank, cu, lens, *, causal, window, softcap, softmax_scale, sinks,
-                 return_lse, backend, num_threads, kv_groups, descales=None) -> E.RankProblem:
+                 return_lse, backend, num_threads, kv_groups, descales=None, sm_margin=0) -> E.RankProblem:
     """One rank's agreed problem (shared with simulate.py)."""
     return E.RankProblem(
         layout=layout, world=world, rank=rank,
@@ -168,7 +168,7 @@ def rank_problem(q, k, v, layout, world, rank, cu, lens, *, causal, window, soft
         ragged=cu is not None, causal=bool(causal), window=(int(window[0]), -1 if causal else int(window[1])),
         softcap=float(softcap or 0.0),
         softmax_scale=float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1]),
-        sinks=sinks, return_lse=return_lse, backend=backend, num_threads=num_threads,
+        sinks=sinks, return_lse=return_lse, backend=backend, num_threads=num_threads, sm_margin=int(sm_margin),
         kv_groups=kv_groups or default_kv_groups(k.shape[-2]), descales=descales,
     )
 
@@ -206,6 +206,7 @@ def context_parallel_attn(
     q_descale=None,
     k_descale=None,
     v_descale=None,
+    sm_margin: int = 0,
 ):
     """Attention of one long sequence (or ragged batch) sharded over the ranks of `group`.
 
@@ -217,7 +218,9 @@ def context_parallel_attn(
     FA3 does), `sinks` (float32 (heads_q,)), `softcap`. float8_e4m3fn q / k / v take
     `q_descale`, `k_descale`, `v_descale`, float32 (sequences, heads_kv) of the whole batch
     (dense: its batch; ragged: one row per sequence), the same on every rank; 1.0 when
-    omitted (as FA3); the output is bf16.
+    omitted (as FA3); the output is bf16. `sm_margin`: SMs each attention call leaves free
+    (longattn.forward's sm_margin), so that the exchange's NCCL kernels can run beside it
+    instead of waiting for the call to end; 0 (default) uses every SM.
 
     `method`: "all_gather_kv" (gather K/V by head groups, `kv_groups` of them, each local
     query chunk attends to the keys it may see) or "ring" (K/V shards travel around the
@@ -244,7 +247,7 @@ def context_parallel_attn(
         return _core.forward(
             q, k, v, return_lse=return_lse, cu_seqlens_q=cu_t, cu_seqlens_k=cu_t, max_seqlen_q=max_len,
             max_seqlen_k=max_len, sinks=sinks, softmax_scale=softmax_scale, softcap=softcap, causal=causal,
-            window_size=window, backend=backend, num_threads=num_threads,
+            window_size=window, backend=backend, num_threads=num_threads, sm_margin=sm_margin,
             **(dict(zip(("q_descale", "k_descale", "v_descale"), descales)) if descales else {}),
         )
 
@@ -271,7 +274,7 @@ def context_parallel_attn(
     groups = kv_groups or default_kv_groups(hk, tokens_global, dim, dim_v, q.element_size(), free_min)
     prob = rank_problem(q, k, v, layout, world, rank, cu, lens, causal=causal, window=window, softcap=softcap,
                         softmax_scale=softmax_scale, sinks=sinks, return_lse=return_lse, backend=backend,
-                        num_threads=num_threads, kv_groups=groups, descales=descales)
+                        num_threads=num_threads, kv_groups=groups, descales=descales, sm_margin=sm_margin)
     out, lse = alloc_outputs(q, v, cu, return_lse)
     if prob.tokens == 0:  # nothing anywhere (the shapes agree): no exchange at all
         return (out, lse.fill_(float("-inf"))) if return_lse else out

@@ -41,6 +41,7 @@ class RankProblem:
     return_lse: bool
     backend: str = "auto"
     num_threads: int = 0
+    sm_margin: int = 0  # Args::sm_margin of every call (SMs left to the exchange's kernels)
     kv_groups: int = 1
     descales: Optional[Tuple[object, object, object]] = None  # fp8: q, k, v descales (sequences, heads_kv)
 
@@ -116,7 +117,7 @@ def _call(p: RankProblem, c: P.Call, q, k, v, out, lse, sinks, descales):
     _core.forward(
         q, k, v, out=out, lse=lse, causal=m.causal, top_left=m.top_left, window_size=m.window,
         softcap=p.softcap, softmax_scale=p.softmax_scale, sinks=sinks if c.sinks else None,
-        backend=p.backend, num_threads=p.num_threads, **descales,
+        backend=p.backend, num_threads=p.num_threads, sm_margin=p.sm_margin, **descales,
     )
 
 
