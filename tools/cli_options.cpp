@@ -1,5 +1,6 @@
 #include "cli_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -102,6 +103,7 @@ const std::map<std::string, Spec>& run_specs() {
       {"--backend", {true, [](RunOptions& o, const std::string& v) { o.backend = parse_backend("--backend", v); }}},
       {"--device", {true, [](RunOptions& o, const std::string& v) { o.device = static_cast<int>(parse_int("--device", v, 0)); }}},
       {"--threads", {true, [](RunOptions& o, const std::string& v) { o.threads = static_cast<int>(parse_int("--threads", v, 0)); }}},
+      {"--sm-margin", {true, [](RunOptions& o, const std::string& v) { o.sm_margin = static_cast<int>(std::min<int64_t>(parse_int("--sm-margin", v, 0), INT32_MAX)); }}},
       {"--cpu-isa", {true, [](RunOptions& o, const std::string& v) { o.cpu_isa = parse_cpu_isa("--cpu-isa", v); }}},
       {"--repeat", {true, [](RunOptions& o, const std::string& v) { o.repeat = static_cast<int>(parse_int("--repeat", v, 1)); }}},
       {"--warmup", {true, [](RunOptions& o, const std::string& v) { o.warmup = static_cast<int>(parse_int("--warmup", v, 0)); }}},
@@ -278,6 +280,7 @@ execution:
                        avx2, avx512, amx (bf16/e4m3/f32 on AMX tiles); an ISA this CPU
                        lacks is refused (exit 2)
   --device N           CUDA device ordinal (default 0)
+  --sm-margin N        SMs the CUDA kernel leaves free (default 0: every SM)
   --repeat N           timed runs, median reported (default 3 cpu/reference, 20 cuda)
   --warmup N           untimed runs first (default 1)
   --check-rows N       (row, head) pairs checked against the float64 reference, in random

@@ -32,6 +32,7 @@ struct RunOptions {
   int64_t page_size = 0;                    // > 0: paged K/V
   Backend backend = Backend::automatic;
   int threads = 0;                       // Args::num_threads
+  int sm_margin = 0;                     // Args::sm_margin
   CpuIsa cpu_isa = CpuIsa::automatic;    // Args::cpu_isa
   int device = 0;  // CUDA device ordinal
   int repeat = 0;  // timed runs; 0: backend default

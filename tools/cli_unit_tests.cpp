@@ -1,6 +1,7 @@
 // Unit tests of the CLI's own pieces: .npy header parsing and I/O, FLOP counting, options.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -139,6 +140,10 @@ TEST(Options, DefaultsAndErrors) {
   EXPECT_EQ(parse_run_options({"--cpu-isa=portable"}).cpu_isa, CpuIsa::portable);
   EXPECT_EQ(parse_cpu_isa("--cpu-isa", "amx"), CpuIsa::amx);
   EXPECT_THROW(parse_run_options({"--cpu-isa", "sse"}), UsageError);
+  EXPECT_EQ(o.sm_margin, 0);
+  EXPECT_EQ(parse_run_options({"--sm-margin", "8"}).sm_margin, 8);
+  EXPECT_EQ(parse_run_options({"--sm-margin", "99999999999"}).sm_margin, INT32_MAX);  // every SM but one
+  EXPECT_THROW(parse_run_options({"--sm-margin", "-1"}), UsageError);
   BenchOptions b = parse_bench_options({"--seqs", "128,256", "--backends", "cpu,reference"});
   EXPECT_EQ(b.seqs, (std::vector<int64_t>{128, 256}));
   EXPECT_EQ(b.backends.size(), 2u);

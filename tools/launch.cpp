@@ -134,6 +134,7 @@ Launch::Launch(const RunOptions& o, const Inputs& in, Backend backend)
   args_.mask = o.mask;
   args_.backend = backend;
   args_.num_threads = o.threads;
+  args_.sm_margin = o.sm_margin;
   args_.cpu_isa = o.cpu_isa;
 }
 
