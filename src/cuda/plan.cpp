@@ -181,8 +181,13 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // The counter: long tiles (schedule_rule.h dynamic_worth), chunked masks (their tile cost is
   // a sawtooth over the q-blocks, not the causal ramp the snake assumes) and ragged tile lists
   // (sequence-major: a cost sawtooth too).
-  pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || pl.tile_list ||
-                                      sm90::dynamic_worth((p.max_seq_k + tc.block_n - 1) / tc.block_n));
+  // And calls that share the GPU (Args::sm_margin): the kernels beside them start and end at
+  // their own times, so the CTAs do not start or run together as the static snake assumes,
+  // and its sections, chosen for whole rounds of the grid, balance worse on such grids
+  // (schedule_rule.h dynamic_on_shared_gpu).
+  const int64_t key_blocks = (p.max_seq_k + tc.block_n - 1) / tc.block_n;
+  pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || pl.tile_list || sm90::dynamic_worth(key_blocks) ||
+                                      (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)));
   *out = pl;
   return Status::Ok();
 }

@@ -327,6 +327,35 @@ TEST(GpuPlanRule, SmMarginLeavesAtLeastOneSm) {
   EXPECT_EQ(cuda::usable_sms(132, 1 << 30), 1);
 }
 
+// plan.cpp's dynamic-counter rule on a shared GPU (Args::sm_margin > 0): causal calls from
+// 128 key blocks on take the counter; without a margin or on shorter keys, the static snake.
+TEST(GpuPlanRule, SmMarginLongTilesTakeTheCounter) {
+  const Device gpu{DeviceKind::cuda, 0};
+  auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
+  struct C {
+    int64_t seq_q, seq_k;
+    int margin;
+    bool dynamic;
+  };
+  for (const C& c : {C{32768, 32768, 8, true}, C{32768, 32768, 0, false}, C{8192, 8192, 8, false},
+                     C{8192, 131072, 16, true}, C{16384, 16384, 100000, true}}) {
+    Args a;
+    a.q = make_tensor(fake(0), DType::bf16, {1, c.seq_q, 16, 128}, gpu);
+    a.k = make_tensor(fake(1), DType::bf16, {1, c.seq_k, 4, 128}, gpu);
+    a.v = make_tensor(fake(2), DType::bf16, {1, c.seq_k, 4, 128}, gpu);
+    a.out = make_tensor(fake(3), DType::bf16, {1, c.seq_q, 16, 128}, gpu);
+    a.mask.causal = true;
+    a.sm_margin = c.margin;
+    detail::Problem p;
+    const Status st = detail::build_problem(a, &p);
+    ASSERT_TRUE(st.ok()) << st.message();
+    cuda::ForwardPlan plan;
+    ASSERT_TRUE(cuda::plan_forward(a, p, {}, cuda::usable_sms(132, c.margin), int64_t(50) << 20, &plan).ok());
+    EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::dense);
+    EXPECT_EQ(plan.dynamic, c.dynamic) << c.seq_q << " x " << c.seq_k << " sm_margin " << c.margin;
+  }
+}
+
 // plan.cpp's tile-list rule for the hdim-256 kinds, on the host (no GPU, no memory touched):
 // causal calls whose (batch, head) pairs' K/V exceed the L2 budget with fewer than 3 running
 // tiles per pair take the ragged kind's tile list; few pairs, non-causal, fp8 and hdim 128

@@ -95,6 +95,14 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
 // tile times that the snake's cost model ignores.
 inline bool dynamic_worth(int64_t max_key_blocks) { return max_key_blocks >= 1536; }
 
+// With Args::sm_margin (a grid smaller than the device, other kernels on the free SMs), from
+// 128 key blocks (16k keys at block_n 128) on: there the counter's latency is small next to a
+// tile (it lost 3% at 8k on the full grid), while the static snake's sections, chosen for the
+// grid's whole rounds, balance badly on grids like 116-124 CTAs (host model,
+// test_scheduler.cpp SharedGpuGridsTakeTheCounter: key-prefix calls 1.32-1.44x of the ideal
+// makespan, causal 8k-32k up to 1.10x) and assume CTAs that start together.
+inline bool dynamic_on_shared_gpu(int64_t max_key_blocks) { return max_key_blocks >= 128; }
+
 // Split-KV rule. A call whose tiles fill less than half the SMs (few heads, or a short query
 // chunk against a long KV prefix) leaves most SMs idle; splitting the keys into S ranges
 // multiplies the tiles by S, and cuda_combine merges the S f32 partials (exact up to
