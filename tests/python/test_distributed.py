@@ -115,6 +115,9 @@ def test_all_gather_reorder_block_copies_equal_the_index_gather(layout, monkeypa
                 assert copies is not None and len(copies) <= world * len(p.segs) * 2
                 want = x[E.global_order(p, x.device)]
                 assert torch.equal(E.to_sequence_order(x, p, copies, None), want)
+                # rows not contiguous inside: the index gather, whatever was planned
+                xt = x.transpose(2, 3).contiguous().transpose(2, 3)
+                assert torch.equal(E.to_sequence_order(xt, p, copies, None), want)
     monkeypatch.setattr(E, "MAX_REORDER_COPIES", 0)
     world, n = 3, 2 * 3 * 4
     q, k, v = (torch.randn((2, n, h, 16), generator=g) for h in (4, 2, 2))

@@ -208,13 +208,13 @@ def reorder_copies(p: RankProblem):
 def to_sequence_order(x, p: RankProblem, copies, index):
     """Gathered shards x (W, T, h, d), rows of h x d contiguous -> (W * T, h, d) in sequence
     order: strided block copies (each a copy kernel at memory speed; views by as_strided, few
-    host operations per copy), else one index gather."""
+    host operations per copy), else one index gather (`index`: global_order's, or None)."""
     inner = 1
     for i in range(x.dim() - 1, 1, -1):
         copies = copies if x.stride(i) == inner else None
         inner *= x.shape[i]
     if copies is None:
-        return x[index]
+        return x[index if index is not None else global_order(p, x.device)]
     t = _torch()
     world, tokens = x.shape[0], x.shape[1]
     y = t.empty((world * tokens,) + tuple(x.shape[2:]), dtype=x.dtype, device=x.device)
