@@ -168,17 +168,22 @@ TEST(TileScheduler, NonCausalSectionsOffIsHeadsFastest) {
 struct CausalShape {
   int64_t batch, heads, group, seq;
 };
-FwdParams causal_params(const CausalShape& sh, int64_t* grid) {
+// A causal call of sq queries against sk keys (bottom-right) on `grid` CTAs: the rule's
+// sections (25 MB budget, hdim 128), schedule constants not yet filled.
+FwdParams causal_params(int64_t batch, int64_t heads, int64_t group, int64_t sq, int64_t sk, int64_t grid) {
   FwdParams p;
-  p.batch = sh.batch;
-  p.heads_q = sh.heads;
-  p.num_m_blocks = sh.seq / 128;
-  p.num_tiles = p.batch * p.heads_q * p.num_m_blocks;
+  p.batch = batch;
+  p.heads_q = heads;
+  p.num_m_blocks = sq / 128;
+  p.num_tiles = batch * heads * p.num_m_blocks;
   p.causal = true;
   p.lpt = 1;
-  *grid = std::min<int64_t>(132, p.num_tiles);
-  p.section_bh = section_pairs(true, p.batch * p.heads_q, p.num_m_blocks, *grid, sh.group, sh.seq * 512, 25 << 20);
+  p.section_bh = section_pairs(true, batch * heads, p.num_m_blocks, grid, group, sk * 512, 25 << 20);
   return p;
+}
+FwdParams causal_params(const CausalShape& sh, int64_t* grid) {
+  *grid = std::min<int64_t>(132, sh.batch * sh.heads * (sh.seq / 128));
+  return causal_params(sh.batch, sh.heads, sh.group, sh.seq, sh.seq, *grid);
 }
 
 // Dynamic assignment (scheduler.cuh DynamicTiles) hands ids in id order to whichever CTA is
@@ -197,6 +202,21 @@ double dynamic_makespan(const FwdParams& p, int64_t grid, const std::vector<int6
     free_at.push(done);
   }
   return double(end);
+}
+
+// The static snake's makespan: the most work any CTA gets (sectioned schedule).
+int64_t static_makespan(const FwdParams& p, int64_t grid, const std::vector<int64_t>& cost_of_tile) {
+  int64_t end = 0;
+  for (int64_t c = 0; c < grid; ++c) {
+    int64_t w = 0;
+    for (int64_t k = 0;; ++k) {
+      const int64_t t = TileScheduler::tile_id<true>(p, k, uint32_t(grid), uint32_t(c));
+      if (t < 0) break;
+      w += cost_of_tile[size_t(t)];
+    }
+    end = std::max(end, w);
+  }
+  return end;
 }
 
 // Greedy LPT over every tile (longest first to the least loaded CTA): a near-optimal
@@ -228,16 +248,7 @@ TEST(TileScheduler, DynamicAssignmentModel) {
       cost[size_t(t)] = TileScheduler::decode(p, t).m_block + 2;
       total += cost[size_t(t)];
     }
-    int64_t static_end = 0;
-    for (int64_t c = 0; c < grid; ++c) {
-      int64_t w = 0;
-      for (int64_t k = 0;; ++k) {
-        const int64_t t = TileScheduler::tile_id<true>(p, k, uint32_t(grid), uint32_t(c));
-        if (t < 0) break;
-        w += cost[size_t(t)];
-      }
-      static_end = std::max(static_end, w);
-    }
+    const int64_t static_end = static_makespan(p, grid, cost);
     const double ideal = double(total) / double(grid), dyn = dynamic_makespan(p, grid, cost);
     printf("causal b%lld h%lld seq %lld section %lld: static %.3f dynamic %.3f of ideal\n", (long long)sh.batch,
            (long long)sh.heads, (long long)sh.seq, (long long)p.section_bh, double(static_end) / ideal, dyn / ideal);
@@ -291,15 +302,8 @@ TEST(TileScheduler, KeyPrefixCallsNearGreedyLpt) {
   };
   for (const S& sh : {S{32768, 65536}, S{32768, 131072}, S{16384, 131072}, S{8192, 131072}, S{8192, 73728},
                       S{65536, 262144}}) {
-    FwdParams p;
-    p.batch = 1;
-    p.heads_q = 16;  // one of two kv-head groups of 32 / 8 heads
-    p.num_m_blocks = sh.sq / 128;
-    p.num_tiles = p.heads_q * p.num_m_blocks;
-    p.causal = true;
-    p.lpt = 1;
     const int64_t grid = 132, off = (sh.sk - sh.sq) / 128;
-    p.section_bh = section_pairs(true, p.heads_q, p.num_m_blocks, grid, 4, sh.sk * 512, 25 << 20);
+    FwdParams p = causal_params(1, 16, 4, sh.sq, sh.sk, grid);  // one of two kv-head groups of 32 / 8 heads
     fill_schedule_constants(&p, grid);
     auto cost = [&](int64_t t) { return off + TileScheduler::decode(p, t).m_block + 1 + 3; };
     int64_t total = 0, end = 0;
@@ -336,14 +340,7 @@ TEST(TileScheduler, SharedGpuGridsTakeTheCounter) {
   for (const S& sh : {S{1, 16, 4, 32768, 131072}, S{1, 16, 4, 8192, 131072}, S{1, 32, 4, 16384, 262144},
                       S{1, 16, 1, 16384, 16384}, S{1, 32, 4, 32768, 32768}, S{1, 32, 4, 65536, 65536}}) {
     for (const int64_t grid : {int64_t(124), int64_t(116), int64_t(100)}) {
-      FwdParams p;
-      p.batch = sh.batch;
-      p.heads_q = sh.heads;
-      p.num_m_blocks = sh.sq / 128;
-      p.num_tiles = sh.batch * sh.heads * p.num_m_blocks;
-      p.causal = true;
-      p.lpt = 1;
-      p.section_bh = section_pairs(true, sh.batch * sh.heads, p.num_m_blocks, grid, sh.group, sh.sk * 512, 25 << 20);
+      FwdParams p = causal_params(sh.batch, sh.heads, sh.group, sh.sq, sh.sk, grid);
       fill_schedule_constants(&p, grid);
       const int64_t off = (sh.sk - sh.sq) / 128;
       std::vector<int64_t> cost(size_t(p.num_tiles));
@@ -352,16 +349,7 @@ TEST(TileScheduler, SharedGpuGridsTakeTheCounter) {
         cost[size_t(t)] = off + TileScheduler::decode(p, t).m_block + 1 + 3;
         total += cost[size_t(t)];
       }
-      int64_t static_end = 0;
-      for (int64_t c = 0; c < grid; ++c) {
-        int64_t w = 0;
-        for (int64_t k = 0;; ++k) {
-          const int64_t t = TileScheduler::tile_id<true>(p, k, uint32_t(grid), uint32_t(c));
-          if (t < 0) break;
-          w += cost[size_t(t)];
-        }
-        static_end = std::max(static_end, w);
-      }
+      const int64_t static_end = static_makespan(p, grid, cost);
       const double ideal = double(total) / double(grid), dyn = dynamic_makespan(p, grid, cost);
       const double lpt = greedy_lpt_makespan(cost, grid);
       printf("grid %lld, b%lld h%lld %lldq x %lld keys: static %.3f, dynamic %.3f, greedy LPT %.3f of ideal\n",
