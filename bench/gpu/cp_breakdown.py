@@ -3,8 +3,9 @@
 For W simulated ranks of all_gather_kv (causal, 32 / 8 heads, hdim 128, bf16) it times each
 rank's attention calls one by one, as `_exec.run_all_gather_kv` issues them (head-sliced views
 of the gathered keys), and reports each call's TFLOP/s next to the one call on the whole
-sequence, plus the rank's K/V reorder (the shipped block copies, and the index gather). The sum of the calls over the one call is the split
-overhead without the reorders; each call's rate says which calls lose it.
+sequence, the rank's calls back to back, and its K/V reorder (the shipped block copies, and
+the index gather). The sum of the calls over the one call is the split overhead without the
+reorders; each call's rate says which calls lose it.
 
   python3 bench/gpu/cp_breakdown.py [--tokens 131072,262144] [--worlds 2,4,8] [--kv-groups 2]
 """
@@ -71,7 +72,7 @@ def breakdown(args, n):
     for world in [int(x) for x in args.worlds.split(",")]:
         sim = Simulation(q, k, v, world, method="all_gather_kv", causal=True, kv_groups=args.kv_groups,
                          return_lse=False)
-        total_calls = total_ideal = total_reorder = total_rank = total_one = total_two = total_gather = total_pair = total_cat = 0.0
+        total_calls = total_ideal = total_reorder = total_rank = total_one = total_gather = 0.0
         print(f"\nW = {world}, kv_groups {args.kv_groups}")
         print("| rank | q rows | keys | mask | ms | TFLOP/s | / one call |")
         print("|---|---|---|---|---|---|---|")
@@ -95,79 +96,33 @@ def breakdown(args, n):
             kg, vg = reorder()
             seg = p.segs[0]
             lg = world * seg.local_len
-            for c in calls:
-                qv = E.q_view(qs, p, seg, c.q0, c.q1, slice(0, hqg))
-                ov = E.q_view(out, p, seg, c.q0, c.q1, slice(0, hqg))
-                kv_ = E.packed_rows(kg, seg, lg, world, c.k0, c.k1)
-                vv_ = E.packed_rows(vg, seg, lg, world, c.k0, c.k1)
-                m = c.mask
-                fn = lambda: longattn.forward(qv, kv_, vv_, out=ov, causal=m.causal, top_left=m.top_left,
-                                              window_size=m.window)
+            fns = [lambda c=c: longattn.forward(
+                E.q_view(qs, p, seg, c.q0, c.q1, slice(0, hqg)), E.packed_rows(kg, seg, lg, world, c.k0, c.k1),
+                E.packed_rows(vg, seg, lg, world, c.k0, c.k1), out=E.q_view(out, p, seg, c.q0, c.q1, slice(0, hqg)),
+                causal=c.mask.causal, top_left=c.mask.top_left, window_size=c.mask.window) for c in calls]
+            for c, fn in zip(calls, fns):
                 t = timed(fn, args.reps) * groups
-                nq, nk = c.q1 - c.q0, c.k1 - c.k0
+                nq, nk, m = c.q1 - c.q0, c.k1 - c.k0, c.mask
                 rate = fl * pairs(nq, nk, m) / (t * 1e-3) / 1e12
                 ideal = fl * pairs(nq, nk, m) / (rate1 * 1e12) * 1e3
                 total_calls += t
                 total_ideal += ideal
                 mk = "full" if not m.causal else ("causal TL" if m.top_left else "causal")
                 print(f"| {r} | {nq} | {nk} | {mk} | {t:.2f} | {rate:.0f} | {t / ideal:.3f} |")
-            # The rank's calls back to back on one stream, and dealt over two streams (a call's
-            # tail can then overlap the next call's start).
-            fns = []
-            for c in calls:
-                m = c.mask
-                fns.append(lambda c=c, m=m: longattn.forward(
-                    E.q_view(qs, p, seg, c.q0, c.q1, slice(0, hqg)), E.packed_rows(kg, seg, lg, world, c.k0, c.k1),
-                    E.packed_rows(vg, seg, lg, world, c.k0, c.k1), out=E.q_view(out, p, seg, c.q0, c.q1, slice(0, hqg)),
-                    causal=m.causal, top_left=m.top_left, window_size=m.window))
-            side = [torch.cuda.Stream(), torch.cuda.Stream()]
 
-            def one_stream():
+            def one_stream():  # the rank's calls back to back, as the rank issues them
                 for _ in range(groups):
                     for f in fns:
                         f()
 
-            def two_streams():
-                main = torch.cuda.current_stream()
-                for s_ in side:
-                    s_.wait_stream(main)
-                i = 0
-                for _ in range(groups):
-                    for f in fns:
-                        with torch.cuda.stream(side[i % 2]):
-                            f()
-                        i += 1
-                for s_ in side:
-                    main.wait_stream(s_)
-
-            t_one, t_two = timed(one_stream, args.reps), timed(two_streams, args.reps)
-            # The rank's two chunks as one varlen call (2 sequences) over a key buffer holding
-            # each chunk's key prefix (built instead of the sequence-order buffer).
-            if len(calls) == 2 and all(c.k0 == 0 and c.mask.causal and not c.mask.top_left for c in calls):
-                n0, n1, cq = calls[0].k1, calls[1].k1, calls[0].q1 - calls[0].q0
-                kf, vf = kg.view(-1, hkg, d), vg.view(-1, hkg, d)
-                cat = lambda: (torch.cat([kf[:n0], kf[:n1]]), torch.cat([vf[:n0], vf[:n1]]))  # noqa: E731
-                kc, vc = cat()
-                cu_q = torch.tensor([0, cq, 2 * cq], dtype=torch.int32, device="cuda")
-                cu_k = torch.tensor([0, n0, n0 + n1], dtype=torch.int32, device="cuda")
-                qv, ov = qs[0, :, :hqg], out[0, :, :hqg]
-                pair = lambda: longattn.forward(qv, kc, vc, out=ov, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,  # noqa: E731
-                                                max_seqlen_q=cq, max_seqlen_k=max(n0, n1), causal=True)
-                total_pair += timed(pair, args.reps) * groups
-                total_cat += timed(cat, args.reps) * groups
-            total_one += t_one
-            total_two += t_two
+            total_one += timed(one_stream, args.reps)
             total_reorder += t_re
             t_rank = timed(lambda: sim.run_rank(r), args.reps)
             total_rank += t_rank
         print(f"calls {total_calls:.2f} ms (ideal {total_ideal:.2f}, {total_calls / t1 - 1:+.1%} over one call), "
               f"reorders {total_reorder:.2f} ms ({total_reorder / t1:.1%}; by index gather {total_gather:.2f}), whole ranks {total_rank:.2f} ms "
               f"({total_rank / t1 - 1:+.1%})")
-        print(f"a rank's calls on one stream: {total_one:.2f} ms ({total_one / t1 - 1:+.1%}); dealt over two streams: "
-              f"{total_two:.2f} ms ({total_two / t1 - 1:+.1%})")
-        if total_pair:
-            print(f"a rank's chunks as one varlen call: {total_pair:.2f} ms ({total_pair / t1 - 1:+.1%}), "
-                  f"its key buffer {total_cat:.2f} ms ({total_cat / t1:.1%})")
+        print(f"a rank's calls back to back: {total_one:.2f} ms ({total_one / t1 - 1:+.1%})")
         del sim
         torch.cuda.empty_cache()
 

@@ -139,6 +139,12 @@ def shape_of(x):
     return tuple(int(s) for s in x.shape)
 
 
+def int64(x) -> int:
+    """int(x) within int64, for the extension's int64 arguments (it clamps further where it
+    must: sm_margin)."""
+    return min(max(int(x), -(2**63)), 2**63 - 1)
+
+
 def current_stream(x) -> int:
     """cudaStream_t (as int) of PyTorch's current stream on x's device; 0 for host arrays."""
     if is_torch(x) and x.device.type == "cuda":

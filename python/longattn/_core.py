@@ -138,7 +138,7 @@ def forward(
         backend=backend,
         stream=A.current_stream(q),
         num_threads=int(num_threads),
-        sm_margin=min(max(int(sm_margin), -(2**31)), 2**31 - 1),  # any margin past the SMs leaves one
+        sm_margin=A.int64(sm_margin),
         check_page_table=bool(check_page_table),
         rotary_interleaved=bool(rotary_interleaved),
         check_kvcache=bool(check_kvcache),

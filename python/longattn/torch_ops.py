@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from . import _arrays as A
 from . import _longattn as _ext
 from ._core import combine as _combine
 
@@ -112,7 +113,7 @@ def _forward(q, k, v, *, out=None, return_lse=False, cu_seqlens_q=None, cu_seqle
     _ext.forward(t, None if softmax_scale is None else float(softmax_scale), float(softcap or 0.0),
                  bool(causal), False, int(window_size[0]), int(window_size[1]), int(attention_chunk or 0),
                  int(max_seqlen_q or 0), int(max_seqlen_k or 0), backend, _stream(q), int(num_threads), False,
-                 interleaved, False, min(max(int(sm_margin), -(2**31)), 2**31 - 1))
+                 interleaved, False, A.int64(sm_margin))
     return (out, lse) if return_lse else out
 
 

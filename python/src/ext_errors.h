@@ -1,7 +1,9 @@
 // What the extension's entry points share (longattn_ext.cpp defines them): the Python
-// exception for a Status, empty tensors kept present, and the backend named by a string.
+// exception for a Status, empty tensors kept present, sm_margin, and the backend named by a
+// string.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "longattn/longattn.h"
@@ -19,6 +21,10 @@ void raise_if_error(const longattn::Status& s);
 // An empty tensor may have a null pointer (torch, NumPy); it is kept "present" (a one-byte
 // sentinel, never read) so that validation reports its shape rather than its absence.
 void keep_present(longattn::Tensor& t);
+
+// Args::sm_margin from a Python int: clamped to int (a margin past the SMs leaves one SM; a
+// negative one stays negative, for validation to name).
+inline int sm_margin_from(int64_t m) { return m > INT32_MAX ? INT32_MAX : m < INT32_MIN ? INT32_MIN : int(m); }
 
 // "auto" | "reference" | "cpu" | "cuda"; ValueError naming `backend` otherwise.
 longattn::Backend backend_from(const std::string& s);

@@ -183,7 +183,7 @@ void forward(nb::dict t, std::optional<float> softmax_scale, float softcap, bool
              bool top_left, int64_t window_left, int64_t window_right, int64_t chunk_size,
              int64_t max_seqlen_q, int64_t max_seqlen_k, const std::string& backend,
              uintptr_t stream, int num_threads, bool check_page_table, bool rotary_interleaved,
-             bool check_kvcache, int sm_margin) {
+             bool check_kvcache, int64_t sm_margin) {
   longattn::Args a;
   longattn::KvCacheArgs& kc = a.kvcache;  // FlashAttention-3's kvcache serving inputs
   const Slot slots[] = {{"q", &a.q},
@@ -221,7 +221,7 @@ void forward(nb::dict t, std::optional<float> softmax_scale, float softcap, bool
   a.backend = backend_from(backend);
   a.stream = reinterpret_cast<void*>(stream);
   a.num_threads = num_threads;
-  a.sm_margin = sm_margin;
+  a.sm_margin = sm_margin_from(sm_margin);
   a.check_page_table = check_page_table;
   kc.rotary_interleaved = rotary_interleaved;
   kc.check = check_kvcache;

@@ -425,8 +425,9 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   }
 
   const int l2 = cuda::device_attribute(cudaDevAttrL2CacheSize, p.device.ordinal, 50 << 20);
+  const int sms = cuda::usable_sms(guard.num_sms(), a.sm_margin);
   cuda::ForwardPlan plan;
-  LONGATTN_TRY(cuda::plan_forward(a, p, ov, cuda::usable_sms(guard.num_sms(), a.sm_margin), l2, &plan));
+  LONGATTN_TRY(cuda::plan_forward(a, p, ov, sms, l2, &plan));
   if (p.kv == KvLayout::paged && a.check_page_table && !p.meta_on_host) LONGATTN_TRY(check_pages(a, p, stream));
 
   LaunchArgs la{};
@@ -434,7 +435,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
     return Status::Error("CUDA backend: " + err);
   cuda::fill_params(a, p, plan, &la.p);
   la.kernel = plan.kernel;
-  la.num_sms = cuda::usable_sms(guard.num_sms(), a.sm_margin);
+  la.num_sms = sms;
   la.stream = stream;
   la.tile_list = plan.tile_list;
   la.list_items = plan.list_items;

@@ -34,7 +34,7 @@
 #   cpmulti   tests/gpu/cp_multi_gpu.py under torchrun, one rank per GPU of the host (NCCL): every
 #             rank's output / LSE vs float64, time per call of both methods vs one GPU (issue 18)
 #   cpbreak   bench/gpu/cp_breakdown.py (CPBREAK_ARGS): each all_gather_kv call's time and rate
-#             against the one call, the reorders, one vs two streams per rank (issue 18)
+#             against the one call, a rank's calls back to back, the reorders (issue 18)
 #   cp        tests/gpu/cp_one_gpu.py: context parallelism's per-rank kernels, W ranks simulated
 #             in one process, split overhead (issue 18; needs the Python extension)
 #   ncutile   ncu --set full of longattn's and FA3's kernels (NCU_SHAPES: once.py flag lists
