@@ -10,15 +10,18 @@
     call's error is printed beside it. bf16, 32 / 8 heads (GQA), hdim 128: dense causal and
     full, a causal left window, a ragged batch of mixed lengths; fp8 with descales (dense
     causal, within 1.5x the single fp8 call's error); both methods.
-(b) speed: causal prefill of one sequence per length, 32 / 8 heads, hdim 128, bf16: time per
-    call of each method (CUDA events, the slowest rank, median of --iters after a warm-up)
-    against one GPU running the whole sequence in one call; speedup, efficiency, and the
-    cost model's prediction (cost_model.predict with the link and throughput it assumes).
+(b) speed: causal prefill of one sequence per length and head configuration (--heads, default
+    32 / 8), hdim 128, bf16: time per call of each method (--kv-groups for the all-gather,
+    --sm-margins for both) and of one GPU running the whole sequence in one call, interleaved
+    in an order shuffled per round (CUDA events, the slowest rank, median of --iters rounds
+    after a warm-up round); speedup, efficiency, and the cost model's prediction
+    (cost_model.predict with the link and throughput it assumes).
 Rank 0 prints; exit status 1 if (a) fails on any rank.
 """
 
 import argparse
 import os
+import random
 import statistics
 import sys
 
@@ -146,51 +149,71 @@ def check_fp8(dev, world, rank):
     return fails
 
 
-def timed(fn, iters, together=True):
-    """Median seconds per call of fn on this rank, after a warm-up (CUDA events); `together`:
-    every rank starts each call at a barrier (False: this rank alone)."""
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(iters):
-        if together:
-            dist.barrier()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) / 1e3)
-    return statistics.median(ts)
-
-
-def speed(dev, world, rank, lengths, iters, margins=(0,)):
-    say(f"\n(b) causal prefill, one sequence, {HQ}/{HK} heads, hdim {D}, bf16: seconds per call "
-        f"(slowest rank, median of {iters}); one GPU = the whole sequence in one call on rank 0")
-    say("| tokens | method | sm_margin | W | s / call | one GPU s | speedup | efficiency | model speedup | "
-        "model exposed comm ms |")
-    say("|---|---|---|---|---|---|---|---|---|---|")
-    for n in lengths:
-        n = n // (2 * world) * (2 * world)
-        q, k, v = inputs(n, 11, dev)
-        t1 = torch.zeros(1, dtype=torch.float64, device=dev)
-        if rank == 0:
-            t1[0] = timed(lambda: longattn.forward(q[None], k[None], v[None], causal=True), iters, together=False)
+def timed_once(fn, together=True):
+    """Seconds of one call of fn on this rank (CUDA events); `together`: every rank starts it at
+    a barrier (False: this rank alone)."""
+    if together:
         dist.barrier()
-        dist.all_reduce(t1, op=dist.ReduceOp.MAX)
-        qr, kr, vr = (cp.shard(x, rank, world, seq_dim=0)[None] for x in (q, k, v))
-        for method in ("all_gather_kv", "ring"):
-            for m in margins:
-                t = torch.tensor([timed(lambda: cp.context_parallel_attn(qr, kr, vr, causal=True, method=method,
-                                                                         sm_margin=m), iters)],
-                                 dtype=torch.float64, device=dev)
-                dist.all_reduce(t, op=dist.ReduceOp.MAX)
-                pred = cost_model.predict(method, world, n, HQ, HK, D)
-                sp = t1.item() / t.item()
-                say(f"| {n} | {method} | {m} | {world} | {t.item():.4f} | {t1.item():.4f} | {sp:.2f} | "
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / 1e3
+
+
+def speed(dev, world, rank, lengths, iters, margins=(0,), heads=((32, 8),), kv_groups=(None,)):
+    """(b): per length and head configuration, every configuration (method, sm_margin, kv_groups
+    of the all-gather) and the one-GPU call (rank 0 alone, the others wait) once per round, in
+    an order shuffled per round (the same on every rank), `iters` rounds after a warm-up; each
+    configuration's time is the slowest rank's, its median over the rounds."""
+    global HQ, HK
+    say(f"\n(b) causal prefill, one sequence, hdim {D}, bf16: seconds per call (slowest rank, median of "
+        f"{iters} interleaved rounds); one GPU = the whole sequence in one call on rank 0")
+    say("| tokens | heads | method | kv_groups | sm_margin | W | s / call | one GPU s | speedup | efficiency | "
+        "model speedup | model exposed comm ms |")
+    say("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rng = random.Random(5)  # the same order on every rank
+    for hq, hk in heads:
+        HQ, HK = hq, hk
+        for n in lengths:
+            n = n // (2 * world) * (2 * world)
+            q, k, v = inputs(n, 11, dev)
+            qr, kr, vr = (cp.shard(x, rank, world, seq_dim=0)[None] for x in (q, k, v))
+            one = lambda: longattn.forward(q[None], k[None], v[None], causal=True)  # noqa: E731
+            cfgs = [("all_gather_kv", g, m) for g in kv_groups for m in margins] + [("ring", None, m) for m in margins]
+            fns = {c: (lambda c=c: cp.context_parallel_attn(qr, kr, vr, causal=True, method=c[0], kv_groups=c[1],
+                                                            sm_margin=c[2])) for c in cfgs}
+            times = {c: [] for c in cfgs}
+            t1s = []
+            order = cfgs + ["one"]
+            for r in range(iters + 1):  # round 0: the warm-up
+                rng.shuffle(order)
+                for c in order:
+                    if c == "one":
+                        t = timed_once(one, together=False) if rank == 0 else 0.0
+                        dist.barrier()
+                        if r:
+                            t1s.append(t)
+                    else:
+                        t = torch.tensor([timed_once(fns[c])], dtype=torch.float64, device=dev)
+                        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                        if r:
+                            times[c].append(t.item())
+            t1 = torch.tensor([statistics.median(t1s)], dtype=torch.float64, device=dev)
+            dist.all_reduce(t1, op=dist.ReduceOp.MAX)
+            t1 = t1.item()
+            for c in cfgs:
+                t = statistics.median(times[c])
+                pred = cost_model.predict(c[0], world, n, HQ, HK, D, kv_groups=c[1])
+                sp = t1 / t
+                g = "-" if c[0] == "ring" else (c[1] if c[1] is not None else
+                                                "default")
+                say(f"| {n} | {HQ}/{HK} | {c[0]} | {g} | {c[2]} | {world} | {t:.4f} | {t1:.4f} | {sp:.2f} | "
                     f"{sp / world:.3f} | {pred.speedup:.2f} | {pred.t_exposed * 1e3:.2f} |")
-        del q, k, v, qr, kr, vr
-        torch.cuda.empty_cache()
+            del q, k, v, qr, kr, vr
+            torch.cuda.empty_cache()
+    HQ, HK = heads[0]
 
 
 def main():
@@ -199,6 +222,9 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--sm-margins", default="0", help="(b): comma-separated sm_margin values of the calls")
+    ap.add_argument("--heads", default="32/8", help="(b): comma-separated heads_q/heads_kv configurations")
+    ap.add_argument("--kv-groups", default="default",
+                    help="(b): comma-separated kv_groups of the all-gather ('default': the documented rule)")
     ap.add_argument("--cpu", action="store_true", help="gloo + the CPU backend at tiny sizes (no speed part)")
     a = ap.parse_args()
     rank = int(os.environ["RANK"])
@@ -220,7 +246,9 @@ def main():
     dist.all_reduce(fails)
     if not a.no_speed and not a.cpu:
         speed(dev, world, rank, [int(x) for x in a.lengths.split(",") if x], a.iters,
-              [int(x) for x in a.sm_margins.split(",") if x])
+              [int(x) for x in a.sm_margins.split(",") if x],
+              [tuple(int(y) for y in x.split("/")) for x in a.heads.split(",") if x],
+              [None if x == "default" else int(x) for x in a.kv_groups.split(",") if x])
     say(f"\ncp_multi_gpu: {'FAILED ' + str(int(fails.item())) + ' rank-case(s)' if fails.item() else 'all checks passed'}")
     dist.destroy_process_group()
     sys.exit(1 if fails.item() else 0)
