@@ -345,7 +345,7 @@ def measure_overhead(dev, small, token_list, strict, rounds):
         over = ratio - 1
         print(f"  | {n // 1024}k | {world} | {method} | {groups or '-'} | {t1 * 1e3:.2f} | {total * 1e3:.2f} | "
               f"{over * 100:+.1f}% | {(slow - 1) * 100:+.1f}% |")
-        if groups in (None, 2):  # the defaults
+        if method == "all_gather_kv" and groups == 2:  # the default (cost_model.default_method / kv_groups)
             worst = max(worst, over)
     met = worst <= 0.05
     print(f"\n  default configurations: worst split overhead {worst * 100:+.1f}% "

@@ -225,7 +225,7 @@ def context_parallel_attn(
     `method`: "all_gather_kv" (gather K/V by head groups, `kv_groups` of them, each local
     query chunk attends to the keys it may see) or "ring" (K/V shards travel around the
     ring; partials merged by LSE); None picks by the documented rule
-    (cost_model.default_method: all_gather_kv under GQA, ring for MHA). kv_groups None:
+    (cost_model.default_method: all_gather_kv, MHA included). kv_groups None:
     cost_model.default_kv_groups (2, more when the gathered K/V would not fit).
 
     Returns this rank's output (q's layout, v's head dim, q's dtype), or (out, lse) with
