@@ -291,11 +291,11 @@ def median(xs):
     return xs[len(xs) // 2]
 
 
-def measure_overhead(dev, small, token_list, strict, rounds):
-    print("(c) split overhead: sum of per-rank compute vs one call (causal, 32/8 heads, hdim 128, bf16)")
+def measure_overhead(dev, small, token_list, strict, rounds, heads=(32, 8)):
+    h, hk, d = (8, 2, 64) if small else (heads[0], heads[1], 128)
+    print(f"(c) split overhead: sum of per-rank compute vs one call (causal, {h}/{hk} heads, hdim {d}, bf16)")
     print(f"  side by side: per configuration {rounds} rounds, each timing the one call and every rank once "
           "in a shuffled order; the overhead is the median over rounds of (sum of ranks / one call)")
-    h, hk, d = (8, 2, 64) if small else (32, 8, 128)
     rounds = 1 if small else rounds
     order = random.Random(18)
     rows = []
@@ -361,6 +361,7 @@ def main():
     ap.add_argument("--skip", default="", help="parts to skip, e.g. 'c' or 'ab'")
     ap.add_argument("--strict", action="store_true", help="fail when (c) misses the 5%% target")
     ap.add_argument("--rounds", type=int, default=5, help="(c): interleaved rounds per configuration")
+    ap.add_argument("--heads", default="32/8", help="(c): heads_q/heads_kv (e.g. 32/32: MHA)")
     args = ap.parse_args()
     dev = "cpu" if args.cpu else "cuda"
     if dev == "cuda":
@@ -379,7 +380,7 @@ def main():
         check_fp8_schedules(dev, args.cpu)
     if "c" not in args.skip:
         tokens = [2048] if args.cpu else [int(x) for x in args.tokens.split(",") if x]
-        measure_overhead(dev, args.cpu, tokens, args.strict, args.rounds)
+        measure_overhead(dev, args.cpu, tokens, args.strict, args.rounds, tuple(int(x) for x in args.heads.split("/")))
     print(f"\n{'FAILED: ' + ', '.join(FAILS) if FAILS else 'all checks passed'} ({time.time() - t0:.0f} s)")
     return 1 if FAILS else 0
 

@@ -36,7 +36,8 @@
 #   cpbreak   bench/gpu/cp_breakdown.py (CPBREAK_ARGS): each all_gather_kv call's time and rate
 #             against the one call, a rank's calls back to back, the reorders (issue 18)
 #   cp        tests/gpu/cp_one_gpu.py: context parallelism's per-rank kernels, W ranks simulated
-#             in one process, split overhead (issue 18; needs the Python extension)
+#             in one process, split overhead (issue 18; needs the Python extension); CP1_ARGS
+#             (env) go to the script (e.g. "--skip ab --heads 32/32")
 #   ncutile   ncu --set full of longattn's and FA3's kernels (NCU_SHAPES: once.py flag lists
 #             split at '|'; default causal 8 x 2k, 16 heads, hdim 128): both kernels' details in
 #             $OUT/ncu_details.txt, longattn's per-SASS-instruction samples (first shape) in $OUT/ncu_source.csv.gz
@@ -234,7 +235,7 @@ for st in $STAGES; do
       run cp_breakdown python3 bench/gpu/cp_breakdown.py ${CPBREAK_ARGS:-}
       grep -E "^W =|^calls|^a rank|^device" "$LOGS/cp_breakdown.log" | tee -a "$SUM" ;;
     cp)
-      run cp_one_gpu python3 tests/gpu/cp_one_gpu.py
+      run cp_one_gpu python3 tests/gpu/cp_one_gpu.py ${CP1_ARGS:-}
       grep -E "FAIL|^\(c\)|overhead|passed|failed" "$LOGS/cp_one_gpu.log" | head -20 | tee -a "$SUM" ;;
     cpmulti)
       # every GPU of the host, one rank each (NCCL); CP_ARGS (env) go to the script
