@@ -205,27 +205,6 @@ def reorder_copies(p: RankProblem):
     return out if len(out) <= MAX_REORDER_COPIES else None
 
 
-def direct_gather(p: RankProblem) -> bool:
-    """One sequence (a dense batch of one, or a ragged batch of one sequence): every rank's
-    chunks are gathered straight into the sequence-ordered buffer (comm.seq_gather_start)
-    instead of gathering whole shards and reordering all of them. The first chunks of the
-    ranks, in rank order, are chunks 0..W-1: they land in place; zigzag's second chunks arrive
-    in reverse order and take one reversing copy, half the bytes of the full reorder."""
-    return len(p.segs) == 1 and p.segs[0].nb == 1 and p.segs[0].chunk > 0
-
-
-def as_bytes(x):
-    """A contiguous tensor as a flat uint8 view (the exchanges move bytes: fp8 included)."""
-    return x.reshape(-1).view(_torch().uint8)
-
-
-def reverse_chunks(src, dst, world: int):
-    """dst chunk i = src chunk world-1-i (both contiguous, `world` equal chunks): one kernel."""
-    t = _torch()
-    rev = t.arange(world - 1, -1, -1, device=src.device)
-    t.index_select(as_bytes(src).view(world, -1), 0, rev, out=as_bytes(dst).view(world, -1))
-
-
 def to_sequence_order(x, p: RankProblem, copies, index):
     """Gathered shards x (W, T, h, d), rows of h x d contiguous -> (W * T, h, d) in sequence
     order: strided block copies (each a copy kernel at memory speed; views by as_strided, few
@@ -265,29 +244,18 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
     kp, vp = packed(k, p), packed(v, p)
     dim, dim_v = k.shape[-1], v.shape[-1]
     calls = P.all_gather_calls(p.layout, p.rank, p.world, tuple(p.segs), p.causal, p.window)
-    direct = direct_gather(p)
-    copies = None if direct else reorder_copies(p)
-    index = None if direct or copies is not None else global_order(p, q.device)
-
-    def start(h0):  # the gather of kv heads [h0, h0 + hkg)
-        if direct:
-            c = p.segs[0].chunk
-            return _Both(comm.seq_gather_start(kp, h0, h0 + hkg, c, ("k", h0)),
-                         comm.seq_gather_start(vp, h0, h0 + hkg, c, ("v", h0)))
-        return comm.all_gather_start(pack_kv(kp, vp, h0, h0 + hkg), (h0, h0 + hkg))
-
+    copies = reorder_copies(p)
+    index = None if copies is not None else global_order(p, q.device)
     with _Guard() as guard:
-        guard.pending = start(0)
+        guard.pending = comm.all_gather_start(pack_kv(kp, vp, 0, hkg), (0, hkg))
         for g in range(groups):
-            got = guard.pending.wait()
+            flat = guard.pending.wait()
             guard.pending = None
             if g + 1 < groups:
-                guard.pending = start((g + 1) * hkg)
-            if direct:
-                kg, vg = got
-            else:
-                kw, vw = unpack_kv(got, p.world, p.tokens, hkg, dim, dim_v, k.dtype)
-                kg, vg = to_sequence_order(kw, p, copies, index), to_sequence_order(vw, p, copies, index)
+                h0 = (g + 1) * hkg
+                guard.pending = comm.all_gather_start(pack_kv(kp, vp, h0, h0 + hkg), (h0, h0 + hkg))
+            kw, vw = unpack_kv(flat, p.world, p.tokens, hkg, dim, dim_v, k.dtype)
+            kg, vg = to_sequence_order(kw, p, copies, index), to_sequence_order(vw, p, copies, index)
             qh, kh = slice(g * hqg, (g + 1) * hqg), slice(g * hkg, (g + 1) * hkg)
             sinks = p.sinks[qh] if p.sinks is not None else None
             for c in calls:
@@ -357,28 +325,13 @@ METHOD_RUNNERS = {"all_gather_kv": run_all_gather_kv, "ring": run_ring}
 
 
 class _Pending:
-    """Exchanges in flight; wait() waits for them, runs `after` (work that needs their data,
-    enqueued on the caller's stream) and returns `result`."""
-
-    def __init__(self, works, result, after=None):
-        self.works, self.result, self.after = works, result, after
+    def __init__(self, works, result):
+        self.works, self.result = works, result
 
     def wait(self):
         for w in self.works:
             w.wait()
-        if self.after is not None:
-            self.after()
         return self.result
-
-
-class _Both:
-    """Two exchanges waited for together (K's and V's gathers)."""
-
-    def __init__(self, a, b):
-        self.a, self.b = a, b
-
-    def wait(self):
-        return self.a.wait(), self.b.wait()
 
 
 class TorchComm:
@@ -400,24 +353,6 @@ class TorchComm:
         out = t.empty(self.world * flat.numel(), dtype=flat.dtype, device=flat.device)
         work = self.dist.all_gather_into_tensor(out, flat, group=self.group, async_op=True)
         return _Pending([work], out)
-
-    def seq_gather_start(self, x, h0, h1, chunk, tag=None):
-        """Heads [h0, h1) of every rank's shard x (T, heads, d), T = chunks per rank x `chunk`,
-        into one (W T, h1 - h0, d) buffer in sequence order (direct_gather): the ranks' first
-        chunks land in place, zigzag's second chunks (which arrive in reverse order) are
-        reversed by one copy once they are here."""
-        t = _torch()
-        world, c, n = self.world, chunk, x.shape[0]
-        y = t.empty((world * n, h1 - h0) + tuple(x.shape[2:]), dtype=x.dtype, device=x.device)
-        works = [self.dist.all_gather_into_tensor(as_bytes(y[: world * c]), as_bytes(x[:c, h0:h1].contiguous()),
-                                                  group=self.group, async_op=True)]
-        after = None
-        if n > c:
-            tmp = t.empty_like(y[world * c:])
-            works.append(self.dist.all_gather_into_tensor(as_bytes(tmp), as_bytes(x[c:, h0:h1].contiguous()),
-                                                          group=self.group, async_op=True))
-            after = lambda: reverse_chunks(tmp, y[world * c:], world)  # noqa: E731
-        return _Pending(works, y, after)
 
     def ring_start(self, step, send, recv):
         d = self.dist

@@ -42,24 +42,6 @@ class SimComm:
             self.cache[key] = t.cat([self._pack(w, h0, h1) for w in range(self.world)])
         return _Done(self.cache[key])
 
-    def seq_gather_start(self, x, h0, h1, chunk, tag):
-        """As TorchComm's: the transfers are free (built once, shared by the ranks), the rank
-        pays what a real rank pays after them, the reversing copy of zigzag's second chunks
-        (into the shared buffer: every rank writes the same values)."""
-        t = __import__("torch")
-        src = self.kps if tag[0] == "k" else self.vps
-        key = ("seq",) + tuple(tag) + (h1,)
-        if key not in self.cache:
-            y = t.cat([s[:chunk, h0:h1] for s in src])
-            tmp = t.cat([s[chunk:, h0:h1] for s in src]) if x.shape[0] > chunk else None
-            if tmp is not None:
-                y = t.cat([y, t.empty_like(tmp)])
-            self.cache[key] = (y, tmp)
-        y, tmp = self.cache[key]
-        if tmp is not None:
-            E.reverse_chunks(tmp, y[self.world * chunk:], self.world)
-        return _Done(y)
-
     def ring_start(self, step, send, recv):
         return _Done(self._pack((self.rank - step - 1) % self.world, 0, self.kps[0].shape[1]))
 
