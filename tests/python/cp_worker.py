@@ -40,21 +40,26 @@ CASES = [
     ("bf16 causal", dict(causal=True, dtype=torch.bfloat16)),
     ("f16 ragged", dict(causal=True, dtype=torch.float16, ragged=True)),
     ("dim_v 8", dict(causal=True, dim_v=8)),
+    # One sequence (the long-context case): a dense batch of 1, a ragged batch of one.
+    ("one sequence causal", dict(causal=True, batch=1)),
+    ("one sequence kv groups 4 bf16", dict(causal=True, batch=1, hq=8, hk=4, kv_groups=4, dtype=torch.bfloat16)),
+    ("one sequence contiguous window", dict(window=(5, 3), batch=1, layout="contiguous")),
+    ("one ragged sequence sinks", dict(causal=True, ragged=True, lens=(5,), sinks=True)),
 ]
 
 
 def make_case(world, seed, hq=4, hk=2, dim=16, dim_v=None, ragged=False, dtype=torch.float32, layout="zigzag",
-              sinks=False, **_):
+              sinks=False, batch=2, lens=(3, 1, 0, 5), **_):
     """Whole-sequence inputs, the same on every rank (seeded)."""
     g = torch.Generator().manual_seed(seed)
     unit = world * (2 if layout == "zigzag" else 1)
     dim_v = dim_v or dim
     if ragged:
-        lens = [3 * unit, unit, 0, 5 * unit]
+        lens = [n * unit for n in lens]
         cu = torch.tensor([0] + [sum(lens[: i + 1]) for i in range(len(lens))], dtype=torch.int32)
         lead = (int(cu[-1]),)
     else:
-        cu, lead = None, (2, 4 * unit)
+        cu, lead = None, (batch, 4 * unit)
     q = torch.randn(lead + (hq, dim), generator=g).to(dtype)
     k = torch.randn(lead + (hk, dim), generator=g).to(dtype)
     v = torch.randn(lead + (hk, dim_v), generator=g).to(dtype)

@@ -221,7 +221,7 @@ def _run_world(world, tmp_path, extra=()):
 def test_gloo_ranks_match_the_single_call(world, tmp_path):
     extra = ("errors",) if world == 3 else ()
     reports = _run_world(world, tmp_path, extra)
-    assert len(reports[0]["results"]) == 2 * 17 + 1
+    assert len(reports[0]["results"]) == 2 * 21 + 1
     if world == 3:
         errs = [rep["errors"] for rep in reports]
         for name in errs[0]:
