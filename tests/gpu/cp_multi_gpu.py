@@ -42,11 +42,12 @@ def say(*a):
         print(*a, flush=True)
 
 
-def inputs(total, seed, dev):
-    """The same bf16 q, k, v on every rank (one seed; Philox gives every device the same stream)."""
+def inputs(total, seed, dev, hq=None, hk=None):
+    """The same bf16 q, k, v on every rank (one seed; Philox gives every device the same stream);
+    HQ / HK heads unless given."""
     g = torch.Generator(device=dev).manual_seed(seed)
     mk = lambda h: torch.randn(total, h, D, generator=g, device=dev).to(torch.bfloat16)  # noqa: E731
-    return mk(HQ), mk(HK), mk(HK)
+    return mk(hq or HQ), mk(hk or HK), mk(hk or HK)
 
 
 def check(dev, world, rank):
@@ -167,7 +168,6 @@ def speed(dev, world, rank, lengths, iters, margins=(0,), heads=((32, 8),), kv_g
     of the all-gather) and the one-GPU call (rank 0 alone, the others wait) once per round, in
     an order shuffled per round (the same on every rank), `iters` rounds after a warm-up; each
     configuration's time is the slowest rank's, its median over the rounds."""
-    global HQ, HK
     say(f"\n(b) causal prefill, one sequence, hdim {D}, bf16: seconds per call (slowest rank, median of "
         f"{iters} interleaved rounds); one GPU = the whole sequence in one call on rank 0")
     say("| tokens | heads | method | kv_groups | sm_margin | W | s / call | one GPU s | speedup | efficiency | "
@@ -175,10 +175,9 @@ def speed(dev, world, rank, lengths, iters, margins=(0,), heads=((32, 8),), kv_g
     say("|---|---|---|---|---|---|---|---|---|---|---|---|")
     rng = random.Random(5)  # the same order on every rank
     for hq, hk in heads:
-        HQ, HK = hq, hk
         for n in lengths:
             n = n // (2 * world) * (2 * world)
-            q, k, v = inputs(n, 11, dev)
+            q, k, v = inputs(n, 11, dev, hq, hk)
             qr, kr, vr = (cp.shard(x, rank, world, seq_dim=0)[None] for x in (q, k, v))
             one = lambda: longattn.forward(q[None], k[None], v[None], causal=True)  # noqa: E731
             cfgs = [("all_gather_kv", g, m) for g in kv_groups for m in margins] + [("ring", None, m) for m in margins]
@@ -205,15 +204,13 @@ def speed(dev, world, rank, lengths, iters, margins=(0,), heads=((32, 8),), kv_g
             t1 = t1.item()
             for c in cfgs:
                 t = statistics.median(times[c])
-                pred = cost_model.predict(c[0], world, n, HQ, HK, D, kv_groups=c[1])
+                pred = cost_model.predict(c[0], world, n, hq, hk, D, kv_groups=c[1])
                 sp = t1 / t
-                g = "-" if c[0] == "ring" else (c[1] if c[1] is not None else
-                                                "default")
-                say(f"| {n} | {HQ}/{HK} | {c[0]} | {g} | {c[2]} | {world} | {t:.4f} | {t1:.4f} | {sp:.2f} | "
+                g = "-" if c[0] == "ring" else c[1] or "default"
+                say(f"| {n} | {hq}/{hk} | {c[0]} | {g} | {c[2]} | {world} | {t:.4f} | {t1:.4f} | {sp:.2f} | "
                     f"{sp / world:.3f} | {pred.speedup:.2f} | {pred.t_exposed * 1e3:.2f} |")
             del q, k, v, qr, kr, vr
             torch.cuda.empty_cache()
-    HQ, HK = heads[0]
 
 
 def main():
