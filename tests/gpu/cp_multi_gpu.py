@@ -31,7 +31,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import longattn  # noqa: E402
 import longattn.distributed as cp  # noqa: E402
-from cp_one_gpu import attention, band_mask, max_err  # noqa: E402
+from cp_one_gpu import attention, band_mask, max_err, once  # noqa: E402
 from longattn.distributed import cost_model  # noqa: E402
 
 HQ, HK, D = 32, 8, 128
@@ -151,16 +151,11 @@ def check_fp8(dev, world, rank):
 
 
 def timed_once(fn, together=True):
-    """Seconds of one call of fn on this rank (CUDA events); `together`: every rank starts it at
-    a barrier (False: this rank alone)."""
+    """Seconds of one call of fn on this rank (cp_one_gpu.once: CUDA events); `together`: every
+    rank starts it at a barrier (False: this rank alone)."""
     if together:
         dist.barrier()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / 1e3
+    return once(fn, "cuda")
 
 
 def speed(dev, world, rank, lengths, iters, margins=(0,), heads=((32, 8),), kv_groups=(None,)):
