@@ -174,6 +174,21 @@ struct Args {
   /// >= 0; 0 uses every SM. Changes only where the work runs, never the results beyond the
   /// split-KV choice (which counts SMs). Ignored by the other backends.
   int sm_margin = 0;
+
+  /// Context parallelism in the zigzag layout (longattn.distributed's all_gather_kv): one
+  /// sequence of 2 x cp_world x c tokens is split into 2 x cp_world chunks of c, and rank r
+  /// holds chunks r and 2 cp_world - 1 - r. With cp_world > 0, `q` / `out` / `lse` are rank
+  /// `cp_rank`'s shard, batch 1, 2c rows (chunk cp_rank, then chunk 2 cp_world - 1 - cp_rank),
+  /// and `k` / `v` are every rank's shard as an all-gather leaves them, rank-major:
+  /// (cp_world, 2c, heads_kv, dim), any strides. Attention runs over the whole sequence at
+  /// global positions: query row i is at position cp_rank c + i (i < c) or
+  /// (2 cp_world - 1 - cp_rank) c + i - c, and key j of the sequence is row (j mod c) (+ c for
+  /// a rank's second chunk) of the rank holding chunk j / c. So no copy puts the gathered K/V
+  /// in sequence order. Causal masks use those positions (mask.align is then irrelevant);
+  /// windows and chunks are not supported, nor ragged, paged or kvcache inputs. 0: off.
+  int cp_world = 0;
+  /// This rank (0 <= cp_rank < cp_world) when cp_world > 0.
+  int cp_rank = 0;
 };
 
 /// Check `args` without computing anything. Returns the same error `forward` would.

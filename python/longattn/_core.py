@@ -49,6 +49,8 @@ def forward(
     rotary_seqlens=None,
     rotary_interleaved: bool = True,
     check_kvcache: bool = False,
+    cp_world: int = 0,
+    cp_rank: int = 0,
 ):
     """Attention forward on NumPy arrays or PyTorch tensors (see longattn/longattn.h).
 
@@ -66,6 +68,9 @@ def forward(
     check_kvcache: the CUDA backend waits for its device-side checks and raises on a failure.
     sm_margin: SMs the CUDA kernel leaves free for work running beside it (communication;
     FlashAttention-3's sm_margin), >= 0; the other backends ignore it.
+    cp_world / cp_rank (longattn.h Args::cp_world): q is rank cp_rank's zigzag shard of one
+    sequence (batch 1, chunks cp_rank and 2 cp_world - 1 - cp_rank), k / v every rank's shard
+    as gathered, (cp_world, 2c, heads_kv, dim); attention at global positions. 0: off.
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
         A.check_array(name, x)
@@ -142,6 +147,8 @@ def forward(
         check_page_table=bool(check_page_table),
         rotary_interleaved=bool(rotary_interleaved),
         check_kvcache=bool(check_kvcache),
+        cp_world=A.int64(cp_world),
+        cp_rank=A.int64(cp_rank),
     )
     return (out, lse) if return_lse else out
 

@@ -183,7 +183,7 @@ void forward(nb::dict t, std::optional<float> softmax_scale, float softcap, bool
              bool top_left, int64_t window_left, int64_t window_right, int64_t chunk_size,
              int64_t max_seqlen_q, int64_t max_seqlen_k, const std::string& backend,
              uintptr_t stream, int num_threads, bool check_page_table, bool rotary_interleaved,
-             bool check_kvcache, int64_t sm_margin) {
+             bool check_kvcache, int64_t sm_margin, int64_t cp_world, int64_t cp_rank) {
   longattn::Args a;
   longattn::KvCacheArgs& kc = a.kvcache;  // FlashAttention-3's kvcache serving inputs
   const Slot slots[] = {{"q", &a.q},
@@ -222,6 +222,10 @@ void forward(nb::dict t, std::optional<float> softmax_scale, float softcap, bool
   a.stream = reinterpret_cast<void*>(stream);
   a.num_threads = num_threads;
   a.sm_margin = sm_margin_from(sm_margin);
+  // Outside int: an out-of-range value that validation names (INT_MIN is never valid).
+  auto to_int = [](int64_t x) { return x < INT32_MIN || x > INT32_MAX ? INT32_MIN : int(x); };
+  a.cp_world = to_int(cp_world);
+  a.cp_rank = to_int(cp_rank);
   a.check_page_table = check_page_table;
   kc.rotary_interleaved = rotary_interleaved;
   kc.check = check_kvcache;
@@ -248,7 +252,7 @@ NB_MODULE(_longattn, m) {
         nb::arg("window_right"), nb::arg("chunk_size"), nb::arg("max_seqlen_q"),
         nb::arg("max_seqlen_k"), nb::arg("backend"), nb::arg("stream"), nb::arg("num_threads"),
         nb::arg("check_page_table"), nb::arg("rotary_interleaved") = true, nb::arg("check_kvcache") = false,
-        nb::arg("sm_margin") = 0,
+        nb::arg("sm_margin") = 0, nb::arg("cp_world") = 0, nb::arg("cp_rank") = 0,
         "longattn::forward on DLPack tensors given as {name: (array, dtype override)}; the kvcache inputs "
         "(k_new, v_new, cu_seqlens_k_new, cache_batch_idx, cache_leftpad, rotary_cos, rotary_sin, "
         "rotary_seqlens) by the same names.");

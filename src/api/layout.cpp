@@ -21,7 +21,7 @@ SeqInfo seq_info(const Args& a, const Problem& p, int64_t b) {
   }
   s.kv_row = b;
   switch (p.kv) {
-    case KvLayout::dense: s.k_len = a.k.shape[1]; break;
+    case KvLayout::dense: s.k_len = p.cp_chunk > 0 ? p.max_seq_k : a.k.shape[1]; break;
     case KvLayout::ragged:
       s.k_start = read_i32(a.cu_seqlens_k, b);
       s.k_len = read_i32(a.cu_seqlens_k, b + 1) - s.k_start;
@@ -68,7 +68,13 @@ static int64_t kv_offset(const Tensor& t, const Args& a, const Problem& p, int64
                          const SeqInfo& s, int64_t j, int64_t hk) {
   const int64_t* st = t.stride;
   switch (p.kv) {
-    case KvLayout::dense: return s.kv_row * st[0] + (s.k_start + j) * st[1] + hk * st[2];
+    case KvLayout::dense:
+      if (p.cp_chunk > 0) {  // chunk j / c of the sequence: rank ch (first chunk) or 2W - 1 - ch (second)
+        const int64_t c = p.cp_chunk, ch = j / c, second = ch >= p.cp_world ? 1 : 0;
+        const int64_t rank = second ? 2 * p.cp_world - 1 - ch : ch;
+        return rank * st[0] + (second * c + j - ch * c) * st[1] + hk * st[2];
+      }
+      return s.kv_row * st[0] + (s.k_start + j) * st[1] + hk * st[2];
     case KvLayout::ragged: return (s.k_start + j) * st[0] + hk * st[1];
     case KvLayout::paged: {  // cache slot t = k_start + j of page-table row kv_row
       const Tensor& pt = a.page_table;
@@ -89,6 +95,14 @@ int64_t k_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s, i
 int64_t v_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s, int64_t j,
                  int64_t hk) {
   return kv_offset(a.v, a, p, b, s, j, hk);
+}
+
+int64_t query_position(const Problem& p, const SeqInfo& s, int64_t i) {
+  if (p.cp_chunk > 0) {
+    const int64_t c = p.cp_chunk;
+    return i < c ? p.cp_rank * c + i : (2 * p.cp_world - 2 - p.cp_rank) * c + i;
+  }
+  return i + p.mask.offset(s.q_len, s.k_len);
 }
 
 int64_t lse_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s, int64_t i,

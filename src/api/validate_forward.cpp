@@ -50,6 +50,34 @@ Status check_max_seqlen(const char* name, int64_t given, int64_t actual) {
   return Status::Ok();
 }
 
+// Args::cp_world / cp_rank (zigzag context parallelism), on dense q / k / v: the shapes of
+// longattn.h's contract; sets the Problem's cp fields and the whole sequence's key count.
+Status check_cp(const Args& a, Problem* p) {
+  const int64_t w = a.cp_world;
+  if (a.cp_rank < 0 || a.cp_rank >= w)
+    return invalid("cp_rank: " + to_string(a.cp_rank) + " outside [0, " + to_string(w) + ") (cp_world ranks)");
+  if (p->batch != 1)
+    return invalid("q: batch " + to_string(p->batch) + " with cp_world, expected 1 (one rank's shard of one sequence)");
+  const int64_t rows = a.q.shape[1];
+  if (rows < 2 || rows % 2 != 0)
+    return invalid("q: " + to_string(rows) + " rows with cp_world, expected 2c > 0 (the rank's two chunks of c)");
+  const int64_t c = rows / 2;
+  if (a.k.shape[0] != w || a.k.shape[1] != rows)
+    return invalid("k: shape " + shape_str(a.k) + " with cp_world " + to_string(w) + ", expected (" + to_string(w) +
+                   ", " + to_string(rows) + ", heads_kv, dim) (every rank's shard, rank-major)");
+  if (a.mask.window_left >= 0 || a.mask.window_right >= 0 || a.mask.chunk_size > 0)
+    return invalid("mask: windows and chunks are not supported with cp_world (causal or full only)");
+  if (a.seqused_k.present() || a.seqused_q.present())
+    return invalid("cp_world: cannot be combined with seqused_q / seqused_k");
+  if (w > (int64_t(1) << 20) || c > (int64_t(1) << 40) / (2 * w))
+    return invalid("cp_world: " + to_string(w) + " ranks of " + to_string(rows) + " rows, a sequence too long");
+  p->cp_world = w;
+  p->cp_rank = a.cp_rank;
+  p->cp_chunk = c;
+  p->max_seq_k = 2 * w * c;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status build_problem(const Args& a, Problem* out_problem) {
@@ -167,8 +195,15 @@ Status build_problem(const Args& a, Problem* out_problem) {
     p.max_seq_q = a.q.shape[1];
   }
   const int64_t total_q = p.q_ragged ? a.q.shape[0] : 0;
+  if (a.cp_world < 0) return invalid("cp_world: " + to_string(a.cp_world) + ", expected >= 0 (0: off)");
+  if (a.cp_world == 0 && a.cp_rank != 0)
+    return invalid("cp_rank: " + to_string(a.cp_rank) + " without cp_world, expected 0");
   switch (p.kv) {
     case KvLayout::dense:  // with kvcache.cache_batch_idx, k's batch holds the cache rows it indexes
+      if (a.cp_world > 0) {
+        LONGATTN_TRY(check_cp(a, &p));
+        break;
+      }
       if (a.k.shape[0] != p.batch && !a.kvcache.cache_batch_idx.present())
         return invalid("k: batch " + to_string(a.k.shape[0]) + " differs from q's batch " +
                        to_string(p.batch));
@@ -268,6 +303,9 @@ Status build_problem(const Args& a, Problem* out_problem) {
     return invalid("num_threads: " + to_string(a.num_threads) + ", expected >= 0 (0: automatic)");
   if (int(a.cpu_isa) > int(CpuIsa::amx))
     return invalid("cpu_isa: unknown value " + to_string(int(a.cpu_isa)));
+  if (a.cp_world > 0 && (p.q_ragged || p.kv != KvLayout::dense))
+    return invalid("cp_world: needs dense q, k and v (no cu_seqlens_q / cu_seqlens_k / page_table)");
+  if (a.cp_world > 0 && p.kvc.any) return invalid("cp_world: cannot be combined with kvcache inputs");
   if (a.sm_margin < 0) return invalid("sm_margin: " + to_string(a.sm_margin) + ", expected >= 0 (SMs left free)");
   if (a.l2_budget_bytes < 0)
     return invalid("l2_budget_bytes: " + to_string(a.l2_budget_bytes) + ", expected >= 0 (0: from the device)");

@@ -45,6 +45,10 @@ struct Problem {
   DType in_dtype = DType::bf16, out_dtype = DType::bf16;
   Device device{};
   bool meta_on_host = true;  // cu_seqlens / seqused_q/k / page_table readable from the host
+  // Args::cp_world / cp_rank (zigzag context parallelism): cp_chunk = c > 0 when on; then
+  // batch 1, max_seq_q = 2c, max_seq_k = 2 cp_world c (the whole sequence), k / v are
+  // (cp_world, 2c, heads_kv, dim) and query_position / k_offset map rows (layout.cpp).
+  int64_t cp_world = 0, cp_rank = 0, cp_chunk = 0;
   KvCacheInfo kvc{};
 };
 
@@ -73,6 +77,9 @@ int64_t k_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s, i
                  int64_t hk);
 int64_t v_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s, int64_t j,
                  int64_t hk);
+// Key position of query row i of a sequence (the mask's coordinates, mask_rule.h): i plus
+// the mask's alignment offset, or the global position under zigzag context parallelism.
+int64_t query_position(const Problem& p, const SeqInfo& s, int64_t i);
 // LSE element of row i of sequence b, head h.
 int64_t lse_offset(const Args& a, const Problem& p, int64_t b, const SeqInfo& s, int64_t i,
                    int64_t h);

@@ -49,7 +49,6 @@ struct Driver {
 
   void run_item(const cpu::WorkItem& w, ThreadState& ts, float* scratch) const {
     const SeqInfo& s = seqs[size_t(w.b)];
-    const int64_t off = p.mask.offset(s.q_len, s.k_len);
     const int64_t g = p.group;
     const char* qb = static_cast<const char*>(a.q.data);
     char* ob = static_cast<char*>(a.out.data);
@@ -58,7 +57,7 @@ struct Driver {
     int64_t r = 0;
     for (int64_t i = w.i0; i < w.i1; ++i) {
       int64_t lo, hi;
-      visible_range(p.mask, i + off, s.k_len, &lo, &hi);
+      visible_range(p.mask, query_position(p, s, i), s.k_len, &lo, &hi);
       for (int64_t gi = 0; gi < g; ++gi, ++r) {
         const int64_t h = w.hk * g + gi;
         cpu::RowDesc& d = ts.rows[size_t(r)];

@@ -37,7 +37,6 @@ std::vector<WorkItem> build_work_items(const Problem& p, const std::vector<SeqIn
   std::vector<WorkItem> items;
   for (int64_t b = 0; b < p.batch; ++b) {
     const SeqInfo& s = seqs[size_t(b)];
-    const int64_t off = p.mask.offset(s.q_len, s.k_len);
     std::vector<WorkItem> blocks;
     for (int64_t i0 = 0; i0 < s.q_len; i0 += block) {
       WorkItem w;
@@ -48,7 +47,7 @@ std::vector<WorkItem> build_work_items(const Problem& p, const std::vector<SeqIn
       w.key_hi = INT64_MIN;
       for (int64_t i = w.i0; i < w.i1; ++i) {
         int64_t lo, hi;
-        visible_range(p.mask, i + off, s.k_len, &lo, &hi);
+        visible_range(p.mask, query_position(p, s, i), s.k_len, &lo, &hi);
         if (lo >= hi) continue;
         w.key_lo = std::min(w.key_lo, lo);
         w.key_hi = std::max(w.key_hi, hi);

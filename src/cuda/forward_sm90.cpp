@@ -102,6 +102,10 @@ Status check_supported(const Args& a, const Problem& p) {
   // TMA coordinates and tile ids are int32 (element offsets stay 64-bit).
   if (p.max_seq_q + p.max_seq_k > INT32_MAX - 1024 || p.heads_q > INT32_MAX || p.batch > INT32_MAX)
     return not_yet("sequence lengths beyond 2^31");
+  // Zigzag context parallelism (Args::cp_world): the fp8 kernel at 128 and 16-bit kernels up
+  // to 256 (plan.cpp checks the kernel kind and the chunk's size).
+  if (p.cp_chunk > 0 && ((p.fp8 && (upcast || kd.qk != 128)) || p.dim_v > 256))
+    return not_yet("cp_world with head dims " + dims + (p.fp8 ? " in fp8 (128 only)" : " (v up to 256)"));
   if (p.kv == KvLayout::paged) {  // the producer's page-table offsets are 32-bit
     if ((p.batch - 1) * a.page_table.stride[0] + p.max_pages > INT32_MAX) return not_yet("page_table: 2^31 or more entries");
     if (a.page_table.stride[1] != 1 && p.max_pages > 1) return not_yet("page_table: a non-contiguous row (stride[1] != 1)");

@@ -123,6 +123,13 @@ void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& pla
   fp.rescale_threshold = plan.rescale_threshold;
   fp.causal = causal;
   fp.causal_offset = (causal || windowed) ? p.mask.offset(p.max_seq_q, p.max_seq_k) : 0;
+  if (p.cp_chunk > 0) {  // positions of the rank's chunks (layout.cpp query_position)
+    fp.cp_world = int32_t(p.cp_world);
+    fp.cp_chunk = int32_t(p.cp_chunk);
+    fp.causal_offset = p.cp_rank * p.cp_chunk;
+    fp.cp_q_split = p.cp_chunk;
+    fp.cp_q_shift = (2 * p.cp_world - 2 - 2 * p.cp_rank) * p.cp_chunk;
+  }
   if (sm90::kernel_features(plan.kernel)) {
     fp.feat_scale_log2 = fp.scale_log2;
     if (p.softcap > 0.f) {

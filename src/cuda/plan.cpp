@@ -63,7 +63,9 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // kv head, decided against the unpacked call's split-KV (dense batch-1 calls only).
   const int pack_block_m = sm90::ragged_tile(d).block_m;
   // (Not fp8 above 128: the dense kind is its only kernel there.)
-  const int pack_shift = split_dims || !feat_fits || (p.fp8 && d > 128) ? 0 : sm90::pack_gqa_shift(p.group, pack_block_m);
+  // Zigzag context parallelism (Args::cp_world): the dense and feature kinds only.
+  const bool cp = p.cp_chunk > 0;
+  const int pack_shift = cp || split_dims || !feat_fits || (p.fp8 && d > 128) ? 0 : sm90::pack_gqa_shift(p.group, pack_block_m);
   bool pack = false;
   if (pack_shift > 0) {
     sm90::PackQuery q;
@@ -89,7 +91,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // dense layout is its input too). Overrides::tile_list forces it either way.
   bool l2_list = false;
   const sm90::TileConfig dense = sm90::dense_tile(d);
-  if (causal && !features && !p.fp8 && feat_fits && !dense.lpt_sections) {
+  if (causal && !features && !p.fp8 && feat_fits && !dense.lpt_sections && !cp) {
     const int64_t pairs = p.heads_q * p.batch, m_blocks = (p.max_seq_q + dense.block_m - 1) / dense.block_m;
     const int64_t kv_bytes = p.batch * p.heads_kv * p.max_seq_k * (p.dim_qk + p.dim_v) * 2;
     l2_list = decide(ov.tile_list, 3 * pairs > num_sms && pairs * m_blocks >= num_sms &&
@@ -104,6 +106,16 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
                          : Kernel::dense;
   pl.tile = p.fp8 ? sm90::fp8_tile(pl.kernel, d, dv) : sm90::kernel_tile(pl.kernel, d, dv);
   const sm90::TileConfig& tc = pl.tile;
+  if (cp) {  // a q tile inside one chunk (one position offset), a K/V block inside one chunk
+    if (!sm90::cp_compiled(pl.kernel, tc))
+      return Status::NotSupported(std::string("cp_world: ") + (p.fp8 ? "fp8 with sinks or softcap" : "this head dim with sinks / softcap, or split or narrow head dims") +
+                                  " not supported by the CUDA backend yet");
+    if (p.fp8 && sm90::fp8_vt_global(pl.kernel, dv))
+      return Status::NotSupported("cp_world: fp8 above head dim 128 not supported by the CUDA backend yet");
+    if (p.cp_chunk % tc.block_m != 0 || p.cp_chunk % tc.block_n != 0)
+      return Status::NotSupported("cp_world: chunk of " + std::to_string(p.cp_chunk) + " rows (q rows / 2), expected a multiple of " +
+                                  std::to_string(tc.block_m) + " and " + std::to_string(tc.block_n) + " for the CUDA backend");
+  }
 
   // Paged K/V, any page size: each K/V tile is loaded as boxes of 2^box_shift rows that never
   // cross a page (paged_kv.cuh). Table offsets are 32-bit in the producer.
@@ -145,7 +157,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   if (tiles >= INT32_MAX - 4096) return Status::NotSupported("2^31 or more query tiles not supported by the CUDA backend yet");
 
   // Split-KV: the dense kind only (a sink would count once per split).
-  if (!features && p.batch == 1) pl.kv_splits = plan_splits(p, ov, tc, tiles, num_sms);
+  if (!features && p.batch == 1 && !cp) pl.kv_splits = plan_splits(p, ov, tc, tiles, num_sms);
 
   // Softcap: the fixed-max update where P keeps its range (bf16 in, cap <= 52), else fused.
   if (p.softcap > 0.f) {

@@ -40,7 +40,7 @@ void block_f64(const Args& a, const Problem& p, const SeqInfo& s, const KvRows<d
   for (int64_t r = 0; r < n; ++r) {
     const int64_t qo = q_offset(a, p, b, s, rows[r], h);
     for (int64_t d = 0; d < dq; ++d) w.q[size_t(r * dq + d)] = load_as_double(a.q.data, p.in_dtype, qo + d);
-    visible_range(p.mask, rows[r] + p.mask.offset(s.q_len, len), len, &lo[r], &hi[r]);
+    visible_range(p.mask, query_position(p, s, rows[r]), len, &lo[r], &hi[r]);
     if (lo[r] < hi[r]) jlo = std::min(jlo, lo[r]), jhi = std::max(jhi, hi[r]);
     m[r] = kNegInf;
     for (int64_t d = 0; d < dv; ++d) out[r * dv + d] = 0.0;

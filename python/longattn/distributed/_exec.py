@@ -233,10 +233,43 @@ def to_sequence_order(x, p: RankProblem, copies, index):
     return y
 
 
+def zigzag_native(p: RankProblem) -> bool:
+    """Whether the zigzag shards can attend to the gathered K/V in place (longattn.h
+    Args::cp_world: the kernel reads the rank-major buffer at global positions; one call per
+    sequence, no reorder). Windows keep the reorder and the per-chunk calls."""
+    return p.layout == "zigzag" and p.window == (-1, -1) and p.world > 0
+
+
+def _native_call(p: RankProblem, seg: P.Segment, si: int, b: int, q, kw, vw, out, lse, qh, kh, sinks):
+    """Sequence b of segment si over the gathered shards kw / vw (W, T, h, d) in place."""
+    n = 2 * seg.chunk
+    if p.ragged:
+        r0 = seg.tok0
+        qv, ov = q[r0 : r0 + n, qh].unsqueeze(0), out[r0 : r0 + n, qh].unsqueeze(0)
+        lv = lse[qh, r0 : r0 + n].unsqueeze(0) if lse is not None else None
+    else:
+        r0 = seg.tok0 + b * n
+        qv, ov = q[b : b + 1, :, qh], out[b : b + 1, :, qh]
+        lv = lse[b : b + 1, qh] if lse is not None else None
+    descales = {}
+    if p.descales is not None:
+        rows = slice(si, si + 1) if p.ragged else slice(b, b + 1)
+        qd, kd, vd = (d[rows, kh] for d in p.descales)
+        descales = dict(q_descale=qd, k_descale=kd, v_descale=vd)
+    _core.forward(
+        qv, kw[:, r0 : r0 + n], vw[:, r0 : r0 + n], out=ov, lse=lv, causal=p.causal,
+        softcap=p.softcap, softmax_scale=p.softmax_scale, sinks=sinks, backend=p.backend,
+        num_threads=p.num_threads, sm_margin=p.sm_margin, cp_world=p.world, cp_rank=p.rank, **descales,
+    )
+
+
 def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
     """Pass-KV all-gather (Llama-3 style): gather K/V of one group of kv heads at a time
-    (the next group's gather overlaps this group's compute), reorder into sequence order,
-    and let each local query chunk attend to the keys it may see. One call per row: the
+    (the next group's gather overlaps this group's compute), and let each local query chunk
+    attend to the keys it may see. The zigzag layout without windows reads the gathered
+    shards in place, one call per sequence (zigzag_native; where a backend refuses that call,
+    e.g. a chunk that is not a multiple of the CUDA kernel's tiles, that segment falls back);
+    otherwise the shards are reordered into sequence order and each chunk is one call. The
     calls write `out` and `lse` directly, no combine."""
     hq, hk = q.shape[-2], k.shape[-2]
     groups = p.kv_groups
@@ -244,8 +277,9 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
     kp, vp = packed(k, p), packed(v, p)
     dim, dim_v = k.shape[-1], v.shape[-1]
     calls = P.all_gather_calls(p.layout, p.rank, p.world, tuple(p.segs), p.causal, p.window)
+    native, refused = zigzag_native(p), set()
     copies = reorder_copies(p)
-    index = None if copies is not None else global_order(p, q.device)
+    index = None if copies is not None or native else global_order(p, q.device)
     with _Guard() as guard:
         guard.pending = comm.all_gather_start(pack_kv(kp, vp, 0, hkg), (0, hkg))
         for g in range(groups):
@@ -255,10 +289,28 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
                 h0 = (g + 1) * hkg
                 guard.pending = comm.all_gather_start(pack_kv(kp, vp, h0, h0 + hkg), (h0, h0 + hkg))
             kw, vw = unpack_kv(flat, p.world, p.tokens, hkg, dim, dim_v, k.dtype)
-            kg, vg = to_sequence_order(kw, p, copies, index), to_sequence_order(vw, p, copies, index)
             qh, kh = slice(g * hqg, (g + 1) * hqg), slice(g * hkg, (g + 1) * hkg)
             sinks = p.sinks[qh] if p.sinks is not None else None
+            fallback = set(range(len(p.segs)))
+            if native:
+                for si, seg in enumerate(p.segs):
+                    if si in refused or seg.chunk == 0:
+                        continue
+                    try:
+                        for b in range(seg.nb):
+                            _native_call(p, seg, si, b, q, kw, vw, out, lse, qh, kh, sinks)
+                    except NotImplementedError:
+                        # Refused before anything is written (validation, plan); only the
+                        # first sequence's call can be refused (the others share its shape).
+                        refused.add(si)
+                        continue
+                    fallback.discard(si)
+            if not fallback:
+                continue
+            kg, vg = to_sequence_order(kw, p, copies, index), to_sequence_order(vw, p, copies, index)
             for c in calls:
+                if c.seg not in fallback:
+                    continue
                 seg = p.segs[c.seg]
                 lg = p.world * seg.local_len
                 _call(

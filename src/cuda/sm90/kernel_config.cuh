@@ -51,6 +51,8 @@ struct KernelConfig {
   // NOTES: not the 24-register hdim-256 paged producer (its chunk coordinates then spilled 4-8
   // bytes); the host refuses paged K/V with dims narrower than 256 there.
   static constexpr bool kColMaps = kFeat && !(kPaged && kTile.producer_regs < 32);
+  // Zigzag context parallelism (params.h cp_chunk; producer.cuh kv_coord) compiled in.
+  static constexpr bool kCp = cp_compiled(kKind_, kTile) && !kVtGlobal;
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kStages = kTile.stages;

@@ -50,7 +50,9 @@ LONGATTN_MASK_FN SeqCoord seq_coord(const FwdParams& p, int32_t b) {
   return s;
 }
 
-template <int kBlockM, int kBlockN, bool kWindow = false, bool kPack = false>
+// kCp: zigzag context parallelism compiled in (params.h cp_q_split / cp_q_shift: the rank's
+// second chunk of query rows sits further along the sequence).
+template <int kBlockM, int kBlockN, bool kWindow = false, bool kPack = false, bool kCp = false>
 struct TileMask {
   static_assert(kWindow || !kPack, "packed GQA tiles run the feature kernels only");
   int64_t seq_k, offset;
@@ -64,7 +66,10 @@ struct TileMask {
   int32_t pos0 = 0, sk = 0;  // kWindow: key position of the tile's first row; key count
 
   LONGATTN_MASK_FN TileMask(const FwdParams& p, int64_t m_block)
-      : seq_k(p.seq_k), offset(p.causal_offset), m0(m_block * kBlockM), causal(p.causal) {
+      : seq_k(p.seq_k),
+        offset(p.causal_offset + (kCp && m_block * kBlockM >= p.cp_q_split ? p.cp_q_shift : 0)),
+        m0(m_block * kBlockM),
+        causal(p.causal) {
     if constexpr (kPack) {
       pshift = p.pack_shift;
       m0 = m_block * (kBlockM >> pshift);

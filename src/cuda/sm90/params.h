@@ -122,6 +122,12 @@ struct FwdParams {
   // aligned, no split-KV), which frees the consumers from the global stores' drain; 0: direct
   // stores (epilogue.cuh).
   int32_t o_tma = 0;
+  // Zigzag context parallelism (Args::cp_world; dense and feature kinds, plan.cpp): K / V maps
+  // are (cp_world, 2 cp_chunk, heads_kv, dim), every rank's shard; key row j of the sequence
+  // loads from rank-major coordinates (producer.cuh kv_coord). Query rows from cp_q_split on
+  // (the rank's second chunk) add cp_q_shift to causal_offset (mask.cuh). cp_chunk 0: off.
+  int32_t cp_world = 0, cp_chunk = 0;
+  int64_t cp_q_split = INT64_MAX, cp_q_shift = 0;
 };
 
 }  // namespace longattn::cuda::sm90

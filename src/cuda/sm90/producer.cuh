@@ -55,11 +55,24 @@ struct Producer {
                            int32_t(h), int32_t(b));
     qs.advance();
   }
+  // Zigzag context parallelism (params.h cp_chunk): key row `row` of the sequence lies in
+  // chunk ch = row / c, held by rank ch (its first chunk) or 2W - 1 - ch (its second, c rows
+  // on); the rank is the maps' batch coordinate. A block never crosses a chunk (c is a
+  // multiple of kBlockN, plan.cpp).
+  static __device__ __forceinline__ void kv_coord(const FwdParams& p, int32_t* row, int32_t* b) {
+    if constexpr (!Cfg::kCp) return;
+    if (p.cp_chunk == 0) return;
+    const uint32_t c = uint32_t(p.cp_chunk), w = uint32_t(p.cp_world), ch = uint32_t(*row) / c;
+    const bool second = ch >= w;
+    *b = int32_t(second ? 2 * w - 1 - ch : ch);
+    *row = int32_t(uint32_t(*row) - ch * c + (second ? c : 0u));
+  }
   __device__ void load_k(const FwdParams& p, int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.k_full(ks.stage), Smem::kKBytes);
-    load_box<Cfg::kChunks>(p, sm.k(ks.stage), tm_k, sm.k_full(ks.stage), Cfg::kBlockN, int32_t(n_block * Cfg::kBlockN),
-                           int32_t(hk), int32_t(b));
+    int32_t row = int32_t(n_block * Cfg::kBlockN);
+    kv_coord(p, &row, &b);
+    load_box<Cfg::kChunks>(p, sm.k(ks.stage), tm_k, sm.k_full(ks.stage), Cfg::kBlockN, row, int32_t(hk), int32_t(b));
     ks.advance();
   }
   __device__ void load_v(const FwdParams& p, int32_t b, int32_t hk, int32_t n_block) {
@@ -70,8 +83,10 @@ struct Producer {
       // block's 128 keys of every row, [kHeadDimV rows][128 B], keys past the end zero-filled.
       ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), int32_t(n_block * Cfg::kBlockN), 0, 0, hk, b);
     } else {
-      load_box<Cfg::kChunksV>(p, sm.v(vs.stage), tm_v, sm.v_full(vs.stage), Cfg::kBlockN,
-                              int32_t(n_block * Cfg::kBlockN), int32_t(hk), int32_t(b));
+      int32_t row = int32_t(n_block * Cfg::kBlockN);
+      kv_coord(p, &row, &b);
+      load_box<Cfg::kChunksV>(p, sm.v(vs.stage), tm_v, sm.v_full(vs.stage), Cfg::kBlockN, row, int32_t(hk),
+                              int32_t(b));
     }
     vs.advance();
   }

@@ -100,6 +100,12 @@ constexpr bool kernel_ragged(Kernel k) { return int(k) >= int(Kernel::ragged); }
 constexpr bool kernel_paged(Kernel k) { return k == Kernel::paged || k == Kernel::paged_packed; }
 constexpr bool kernel_packed(Kernel k) { return k == Kernel::ragged_packed || k == Kernel::paged_packed; }
 
+// Zigzag context parallelism (params.h cp_chunk) compiled in: the dense and feature kinds,
+// not the 24-register hdim-256 feature producer (its K/V coordinates spilled 16 bytes there).
+constexpr bool cp_compiled(Kernel k, const TileConfig& t) {
+  return k == Kernel::dense || (k == Kernel::feature && t.producer_regs >= 32);
+}
+
 constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
   switch (k) {
     case Kernel::dense: return dense_tile(head_dim);

@@ -12,7 +12,7 @@ namespace longattn::cuda::sm90 {
 
 template <class Cfg>
 struct TileWork {
-  using Mask = TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat, Cfg::kPack>;
+  using Mask = TileMask<Cfg::kBlockM, Cfg::kBlockN, Cfg::kFeat, Cfg::kPack, Cfg::kCp>;
   SeqCoord sc;  // ragged kernels: the tile's sequence (dense: zeros)
   Mask mask;
   int64_t lo, hi;  // key blocks [lo, hi), visited from hi - 1 down to lo

@@ -1,0 +1,105 @@
+// Args::cp_world / cp_rank (zigzag context parallelism) on the CUDA backend: a rank's call
+// over the gathered, rank-major K/V against the float64 reference of the same call (whose
+// meaning tests/cpu/cp_zigzag_test.cpp checks against one call on the whole sequence).
+// Every rank of each world, causal and full, GQA, the dense and feature kinds (sinks,
+// softcap), fp8, head dims 64 / 128 / 256 at chunks of their tiles; poisoned outputs.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "device_case.h"
+#include "support/testing.h"
+
+namespace longattn::gputest {
+namespace {
+
+using testing::HostTensor;
+
+struct CpCase {
+  int64_t world, chunk, heads_q, heads_kv, dim;
+  bool causal;
+  DType in = DType::bf16;
+  bool sinks = false;
+  float softcap = 0.f;
+};
+
+std::string name(const CpCase& c) {
+  return "w" + std::to_string(c.world) + "_c" + std::to_string(c.chunk) + "_h" + std::to_string(c.heads_q) + "x" +
+         std::to_string(c.heads_kv) + "_d" + std::to_string(c.dim) + (c.causal ? "_causal" : "_full") + "_" +
+         dtype_name(c.in) + (c.sinks ? "_sinks" : "") + (c.softcap > 0.f ? "_softcap" : "");
+}
+
+// One rank's call on the device; "" when it matches the reference. `status` receives the
+// forward's status (the refusal test reads it).
+std::string run_rank(const CpCase& c, int64_t rank, uint64_t seed, Status* status = nullptr) {
+  const int64_t n = 2 * c.chunk;
+  HostTensor q = testing::random_tensor(c.in, {1, n, c.heads_q, c.dim}, seed, -2.f, 2.f);
+  HostTensor k = testing::random_tensor(c.in, {c.world, n, c.heads_kv, c.dim}, seed + 1, -2.f, 2.f);
+  HostTensor v = testing::random_tensor(c.in, {c.world, n, c.heads_kv, c.dim}, seed + 2);
+  HostTensor out = testing::empty_tensor(DType::f32, {1, n, c.heads_q, c.dim});
+  HostTensor lse = testing::empty_tensor(DType::f32, {1, c.heads_q, n});
+  HostTensor sinks = testing::random_tensor(DType::f32, {c.heads_q}, seed + 3, -1.f, 3.f);
+  HostTensor qd, kd, vd;
+  Args a;
+  a.q = q.t, a.k = k.t, a.v = v.t, a.out = out.t, a.lse = lse.t;
+  a.mask.causal = c.causal;
+  a.softcap = c.softcap;
+  if (c.sinks) a.sinks = sinks.t;
+  if (c.in == DType::e4m3) {
+    qd = testing::random_tensor(DType::f32, {1, c.heads_kv}, seed + 4, 0.5f, 1.5f);
+    kd = testing::random_tensor(DType::f32, {1, c.heads_kv}, seed + 5, 0.5f, 1.5f);
+    vd = testing::random_tensor(DType::f32, {1, c.heads_kv}, seed + 6, 0.5f, 1.5f);
+    a.q_descale = qd.t, a.k_descale = kd.t, a.v_descale = vd.t;
+  }
+  a.cp_world = int(c.world);
+  a.cp_rank = int(rank);
+  testing::poison(out);
+  testing::poison(lse);
+  DeviceCase d;
+  d.args = a;
+  d.args.backend = Backend::cuda;
+  d.args.q = d.upload(q), d.args.k = d.upload(k), d.args.v = d.upload(v);
+  d.args.out = d.upload(out), d.args.lse = d.upload(lse);
+  if (c.sinks) d.args.sinks = d.upload(sinks);
+  if (c.in == DType::e4m3) d.args.q_descale = d.upload(qd), d.args.k_descale = d.upload(kd), d.args.v_descale = d.upload(vd);
+  const Status st = forward(d.args);
+  if (status) *status = st;
+  if (cudaDeviceSynchronize() != cudaSuccess) return "CUDA error after the call";
+  d.download(out, d.args.out);
+  d.download(lse, d.args.lse);
+  if (!st.ok()) {
+    const int64_t untouched = testing::count_nan(out) + testing::count_nan(lse);
+    return "forward: " + st.message() + (untouched == out.t.numel() + lse.t.numel() ? "" : " (and it wrote)");
+  }
+  const testing::OracleResult r = testing::check_against_reference(a, 1e-3, c.in == DType::e4m3 ? 1.0 / 2048 : 0.0);
+  return r.failure;
+}
+
+class GpuCpZigzag : public ::testing::TestWithParam<CpCase> {};
+
+TEST_P(GpuCpZigzag, EveryRankMatchesTheReference) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  const CpCase& c = GetParam();
+  for (int64_t r = 0; r < c.world; ++r) EXPECT_EQ(run_rank(c, r, 11 + 7 * uint64_t(r)), "") << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, GpuCpZigzag,
+    ::testing::Values(CpCase{1, 128, 4, 2, 128, true}, CpCase{2, 256, 4, 2, 128, true}, CpCase{4, 128, 3, 3, 128, true},
+                      CpCase{3, 128, 4, 1, 128, false, DType::f16}, CpCase{2, 384, 2, 2, 64, true},
+                      CpCase{2, 128, 4, 2, 128, true, DType::bf16, true, 20.f}, CpCase{3, 256, 2, 1, 128, true, DType::e4m3},
+                      CpCase{2, 640, 2, 2, 256, true}, CpCase{2, 128, 4, 4, 96, true}),
+    [](const ::testing::TestParamInfo<CpCase>& info) { return name(info.param); });
+
+// A chunk the kernel's tiles do not divide: NotSupported naming cp_world, nothing written.
+TEST(GpuCpZigzagRefused, ChunkOffTheTiles) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  Status st;
+  const std::string r = run_rank(CpCase{2, 96, 2, 2, 128, true}, 1, 5, &st);
+  EXPECT_EQ(st.code(), Status::Code::not_supported) << st.message();
+  EXPECT_NE(st.message().find("cp_world"), std::string::npos) << st.message();
+  EXPECT_EQ(r.find("and it wrote"), std::string::npos) << r;
+}
+
+}  // namespace
+}  // namespace longattn::gputest
