@@ -127,6 +127,61 @@ def test_all_gather_reorder_block_copies_equal_the_index_gather(layout, monkeypa
     torch.testing.assert_close(out, longattn.forward(q, k, v, causal=True, num_threads=1), atol=2e-5, rtol=0)
 
 
+def test_all_gather_zigzag_reads_the_gathered_kv_in_place(monkeypatch):
+    """Zigzag without a window: one cp_world call per rank, kv group and sequence over the
+    gathered K/V (no reorder); with a window, or when the backend refuses the cp_world call,
+    the reorder and per-chunk calls. Every variant equals the single call."""
+    from longattn.distributed import _exec as E
+
+    real = E._core.forward
+    seen = []
+
+    def spy(*a, **kw):
+        seen.append(kw.get("cp_world", 0))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(E._core, "forward", spy)
+    world, n = 3, 2 * 3 * 7
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn((2, n, h, 16), generator=g) for h in (4, 2, 2))
+    for causal, window, native in ((True, (-1, -1), True), (False, (-1, -1), True), (True, (5, -1), False)):
+        want, want_lse = longattn.forward(q, k, v, causal=causal, window_size=window, return_lse=True, num_threads=1)
+        seen.clear()
+        sim = Simulation(q, k, v, world, method="all_gather_kv", causal=causal, window_size=window, kv_groups=2,
+                         num_threads=1)
+        res = sim.run()
+        assert seen.count(world) == (world * 2 * 2 if native else 0)  # ranks x kv groups x sequences
+        assert all(w in (0, world) for w in seen) and (0 in seen) != native
+        torch.testing.assert_close(unshard([r[0] for r in res]), want, atol=2e-5, rtol=0)
+        torch.testing.assert_close(unshard([r[1] for r in res], seq_dim=-1), want_lse, atol=2e-5, rtol=0)
+
+    def refuse(*a, **kw):
+        if kw.get("cp_world", 0):
+            raise NotImplementedError("cp_world: refused by this test")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(E._core, "forward", refuse)
+    want = longattn.forward(q, k, v, causal=True, num_threads=1)
+    res = Simulation(q, k, v, world, method="all_gather_kv", causal=True, num_threads=1).run()
+    torch.testing.assert_close(unshard([r[0] for r in res]), want, atol=2e-5, rtol=0)
+
+
+def test_cp_world_arguments_are_checked():
+    """longattn.forward's cp_world / cp_rank: bad values name the argument, nothing is written."""
+    q = torch.randn(1, 8, 2, 16)
+    k = torch.randn(2, 8, 2, 16)
+    out = torch.full((1, 8, 2, 16), 7.0)
+    longattn.forward(q, k, k, out=out, cp_world=2, cp_rank=1)
+    assert not torch.equal(out, torch.full_like(out, 7.0))
+    for kw, what in ((dict(cp_world=2, cp_rank=2), "cp_rank"), (dict(cp_world=-1), "cp_world"),
+                     (dict(cp_world=0, cp_rank=1), "cp_rank"), (dict(cp_world=3, cp_rank=0), "k: shape"),
+                     (dict(cp_world=2, cp_rank=0, window_size=(2, -1)), "mask")):
+        out.fill_(7.0)
+        with pytest.raises(ValueError, match=what):
+            longattn.forward(q, k, k, out=out, **kw)
+        assert torch.equal(out, torch.full_like(out, 7.0))
+
+
 def _fp8_reference(q, k, v, qd, kd, vd, cu, causal):
     """float64 attention of the dequantized fp8 inputs (descales per (sequence, kv head)),
     bottom-right causal; dense (b, s, h, d) or ragged (T, h, d) with cu."""
