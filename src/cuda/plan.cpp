@@ -108,8 +108,9 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   const sm90::TileConfig& tc = pl.tile;
   if (cp) {  // a q tile inside one chunk (one position offset), a K/V block inside one chunk
     if (!sm90::cp_compiled(pl.kernel, tc))
-      return Status::NotSupported(std::string("cp_world: ") + (p.fp8 ? "fp8 with sinks or softcap" : "this head dim with sinks / softcap, or split or narrow head dims") +
-                                  " not supported by the CUDA backend yet");
+      return Status::NotSupported(
+          "cp_world: this call's kernel (fp8 other than plain attention at head dim 128, head dim 256 with sinks or "
+          "softcap, or split head dims) not supported by the CUDA backend yet");
     if (p.fp8 && sm90::fp8_vt_global(pl.kernel, dv))
       return Status::NotSupported("cp_world: fp8 above head dim 128 not supported by the CUDA backend yet");
     if (p.cp_chunk % tc.block_m != 0 || p.cp_chunk % tc.block_n != 0)
