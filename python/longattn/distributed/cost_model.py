@@ -13,8 +13,9 @@ Assumptions (each a named field of `Hardware`):
 - a transfer runs at `link_GBps` per direction per GPU (NVLink through NVSwitch: the ring
   all-gather and the p2p ring both move (W-1)/W of the K/V into every GPU at that rate),
   overlapped with compute issued before it is waited for;
-- extra memory traffic (reordering gathered K/V, float32 partials and their merge) runs at
-  `hbm_TBps` and is not overlapped.
+- extra memory traffic (packing the local K/V slice; with `reorder`, putting the gathered
+  K/V in sequence order, which the zigzag all-gather no longer does; float32 partials and
+  their merge) runs at `hbm_TBps` and is not overlapped.
 """
 
 from __future__ import annotations
@@ -67,11 +68,13 @@ def attention_flops(tokens: int, heads_q: int, dim: int, dim_v: int, causal: boo
 
 
 def all_gather_bytes(tokens: int, heads_kv: int, kv_groups: int, dim: int = 128, dim_v: Optional[int] = None,
-                     elem_bytes: int = 2) -> int:
-    """Device memory the all-gather holds per rank: one group's gathered K/V, its reordered
-    copy and the next group's gather in flight."""
+                     elem_bytes: int = 2, reorder: bool = True) -> int:
+    """Device memory the all-gather holds per rank: one group's gathered K/V, the next group's
+    gather in flight and, with `reorder`, the sequence-order copy (the zigzag path reads the
+    gathered K/V in place, but a call the backend refuses falls back to the copy, so the
+    kv_groups rule counts it)."""
     dim_v = dim if dim_v is None else dim_v
-    return 3 * tokens * (heads_kv // kv_groups) * (dim + dim_v) * elem_bytes
+    return (3 if reorder else 2) * tokens * (heads_kv // kv_groups) * (dim + dim_v) * elem_bytes
 
 
 def default_kv_groups(heads_kv: int, tokens: int = 0, dim: int = 128, dim_v: Optional[int] = None,
@@ -93,8 +96,11 @@ def default_kv_groups(heads_kv: int, tokens: int = 0, dim: int = 128, dim_v: Opt
 
 def predict(method: str, world: int, tokens: int, heads_q: int = 32, heads_kv: int = 8, dim: int = 128,
             dim_v: Optional[int] = None, causal: bool = True, elem_bytes: int = 2,
-            kv_groups: Optional[int] = None, split_overhead: float = 0.0, hw: Hardware = H100) -> Prediction:
-    """Predicted time of one context-parallel attention call (one layer) on `world` GPUs."""
+            kv_groups: Optional[int] = None, split_overhead: float = 0.0, hw: Hardware = H100,
+            reorder: bool = False) -> Prediction:
+    """Predicted time of one context-parallel attention call (one layer) on `world` GPUs.
+    `reorder`: the all-gather puts the gathered K/V in sequence order and calls each chunk
+    (windows, the contiguous layout); else the zigzag path, one call over them in place."""
     dim_v = dim if dim_v is None else dim_v
     t_one = attention_flops(tokens, heads_q, dim, dim_v, causal) / (hw.tflops * 1e12)
     x = t_one / world * (1.0 + split_overhead)
@@ -109,9 +115,13 @@ def predict(method: str, world: int, tokens: int, heads_q: int = 32, heads_kv: i
         g = kv_groups or default_kv_groups(heads_kv)
         per = t_comm / g
         exposed = per + (g - 1) * max(0.0, per - x / g)
-        # pack the local slice (r+w), reorder the gathered K/V into sequence order (r+w)
-        extra = (2 * shard + 2 * world * shard) / hbm + g * (2 + 2) * call
-        memory = all_gather_bytes(tokens, heads_kv, g, dim, dim_v, elem_bytes)
+        # pack the local slice (r+w) and one call per group; with the reorder, the gathered
+        # K/V into sequence order (r+w), two copies and two calls per group
+        if reorder:
+            extra = (2 * shard + 2 * world * shard) / hbm + g * (2 + 2) * call
+        else:
+            extra = 2 * shard / hbm + g * 2 * call
+        memory = all_gather_bytes(tokens, heads_kv, g, dim, dim_v, elem_bytes, reorder)
     elif method == "ring":
         step = shard / bw
         exposed = (world - 1) * max(0.0, step - x / world)
