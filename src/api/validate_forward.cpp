@@ -53,6 +53,7 @@ Status check_max_seqlen(const char* name, int64_t given, int64_t actual) {
 // Args::cp_world / cp_rank (zigzag context parallelism), on dense q / k / v: the shapes of
 // longattn.h's contract; sets the Problem's cp fields and the whole sequence's key count.
 Status check_cp(const Args& a, Problem* p) {
+  if (p->q_ragged) return invalid("cp_world: needs dense q, k and v (no cu_seqlens_q / cu_seqlens_k / page_table)");
   const int64_t w = a.cp_world;
   if (a.cp_rank < 0 || a.cp_rank >= w)
     return invalid("cp_rank: " + to_string(a.cp_rank) + " outside [0, " + to_string(w) + ") (cp_world ranks)");

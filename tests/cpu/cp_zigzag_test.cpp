@@ -190,6 +190,12 @@ TEST(CpZigzagArgs, Invalid) {
   a = base();
   a.mask.window_left = 4;
   expect(a, "mask");
+  std::vector<int32_t> cu = {0, 8};  // ragged q: refused before its shape is read as (batch, seq)
+  a = base();
+  a.q = make_tensor(q.data(), DType::f32, {8, 2, 8});
+  a.out = make_tensor(out.data(), DType::f32, {8, 2, 8});
+  a.cu_seqlens_q = make_tensor(cu.data(), DType::i32, {2});
+  expect(a, "cp_world: needs dense");
 }
 
 }  // namespace

@@ -21,12 +21,15 @@ struct CpCase {
   DType in = DType::bf16;
   bool sinks = false;
   float softcap = 0.f;
+  DType out = DType::f32;  // bf16 / f16 (q's): O through shared memory and TMA stores
+  int64_t kv_pad = 0;      // extra rows per rank in k / v's buffer: a rank stride other than 2c rows
 };
 
 std::string name(const CpCase& c) {
   return "w" + std::to_string(c.world) + "_c" + std::to_string(c.chunk) + "_h" + std::to_string(c.heads_q) + "x" +
          std::to_string(c.heads_kv) + "_d" + std::to_string(c.dim) + (c.causal ? "_causal" : "_full") + "_" +
-         dtype_name(c.in) + (c.sinks ? "_sinks" : "") + (c.softcap > 0.f ? "_softcap" : "");
+         dtype_name(c.in) + (c.sinks ? "_sinks" : "") + (c.softcap > 0.f ? "_softcap" : "") + "_out" +
+         dtype_name(c.out) + (c.kv_pad ? "_kvpad" : "");
 }
 
 // One rank's call on the device; "" when it matches the reference. `status` receives the
@@ -34,9 +37,11 @@ std::string name(const CpCase& c) {
 std::string run_rank(const CpCase& c, int64_t rank, uint64_t seed, Status* status = nullptr) {
   const int64_t n = 2 * c.chunk;
   HostTensor q = testing::random_tensor(c.in, {1, n, c.heads_q, c.dim}, seed, -2.f, 2.f);
-  HostTensor k = testing::random_tensor(c.in, {c.world, n, c.heads_kv, c.dim}, seed + 1, -2.f, 2.f);
-  HostTensor v = testing::random_tensor(c.in, {c.world, n, c.heads_kv, c.dim}, seed + 2);
-  HostTensor out = testing::empty_tensor(DType::f32, {1, n, c.heads_q, c.dim});
+  // k / v: the first 2c rows of each rank's (2c + kv_pad)-row block (the view keeps the stride).
+  HostTensor k = testing::random_tensor(c.in, {c.world, n + c.kv_pad, c.heads_kv, c.dim}, seed + 1, -2.f, 2.f);
+  HostTensor v = testing::random_tensor(c.in, {c.world, n + c.kv_pad, c.heads_kv, c.dim}, seed + 2);
+  k.t.shape[1] = v.t.shape[1] = n;
+  HostTensor out = testing::empty_tensor(c.out, {1, n, c.heads_q, c.dim});
   HostTensor lse = testing::empty_tensor(DType::f32, {1, c.heads_q, n});
   HostTensor sinks = testing::random_tensor(DType::f32, {c.heads_q}, seed + 3, -1.f, 3.f);
   HostTensor qd, kd, vd;
@@ -88,7 +93,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(CpCase{1, 128, 4, 2, 128, true}, CpCase{2, 256, 4, 2, 128, true}, CpCase{4, 128, 3, 3, 128, true},
                       CpCase{3, 128, 4, 1, 128, false, DType::f16}, CpCase{2, 384, 2, 2, 64, true},
                       CpCase{2, 128, 4, 2, 128, true, DType::bf16, true, 20.f}, CpCase{3, 256, 2, 1, 128, true, DType::e4m3},
-                      CpCase{2, 640, 2, 2, 256, true}, CpCase{2, 128, 4, 4, 96, true}),
+                      CpCase{2, 640, 2, 2, 256, true}, CpCase{2, 128, 4, 4, 96, true},
+                      CpCase{4, 128, 4, 2, 128, true, DType::bf16, false, 0.f, DType::bf16, 64},
+                      CpCase{2, 384, 2, 2, 64, false, DType::f16, false, 0.f, DType::f16, 8},
+                      CpCase{2, 896, 2, 1, 192, true, DType::bf16, false, 0.f, DType::bf16}),
     [](const ::testing::TestParamInfo<CpCase>& info) { return name(info.param); });
 
 // A chunk the kernel's tiles do not divide: NotSupported naming cp_world, nothing written.

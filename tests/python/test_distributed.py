@@ -155,15 +155,31 @@ def test_all_gather_zigzag_reads_the_gathered_kv_in_place(monkeypatch):
         torch.testing.assert_close(unshard([r[0] for r in res]), want, atol=2e-5, rtol=0)
         torch.testing.assert_close(unshard([r[1] for r in res], seq_dim=-1), want_lse, atol=2e-5, rtol=0)
 
+    # Ragged with an empty sequence: every non-empty one in place, no reorder at all; then the
+    # backend refuses one sequence's call (the 2 * 3 * 5-token one): only its segment reorders.
+    lens = [2 * world * 7, 0, 2 * world * 5, 2 * world * 2]
+    cu = torch.tensor([0] + [sum(lens[: i + 1]) for i in range(len(lens))], dtype=torch.int32)
+    qr, kr, vr = (torch.randn((int(cu[-1]), h, 16), generator=g) for h in (4, 2, 2))
+    want = longattn.forward(qr, kr, vr, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True, num_threads=1)
+    reorders = []
+    real_order = E.to_sequence_order
+    monkeypatch.setattr(E, "to_sequence_order", lambda x, *a: reorders.append(1) or real_order(x, *a))
+
     def refuse(*a, **kw):
-        if kw.get("cp_world", 0):
+        if kw.get("cp_world", 0) and a[0].shape[1] == lens[2] // world:
             raise NotImplementedError("cp_world: refused by this test")
         return real(*a, **kw)
 
-    monkeypatch.setattr(E._core, "forward", refuse)
-    want = longattn.forward(q, k, v, causal=True, num_threads=1)
-    res = Simulation(q, k, v, world, method="all_gather_kv", causal=True, num_threads=1).run()
-    torch.testing.assert_close(unshard([r[0] for r in res]), want, atol=2e-5, rtol=0)
+    for fwd, n_reorders in ((spy, 0), (refuse, 2 * 2)):  # K and V per kv group
+        monkeypatch.setattr(E._core, "forward", fwd)
+        reorders.clear()
+        Simulation(qr, kr, vr, world, method="all_gather_kv", causal=True, cu_seqlens=cu, kv_groups=2,
+                   num_threads=1).run_rank(1)
+        assert len(reorders) == n_reorders
+        sim = Simulation(qr, kr, vr, world, method="all_gather_kv", causal=True, cu_seqlens=cu, kv_groups=2,
+                         num_threads=1)
+        out = unshard([r[0] for r in sim.run()], cu_seqlens=cu)
+        torch.testing.assert_close(out, want, atol=2e-5, rtol=0)
 
 
 def test_cp_world_arguments_are_checked():

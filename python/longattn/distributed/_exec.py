@@ -241,7 +241,9 @@ def zigzag_native(p: RankProblem) -> bool:
 
 
 def _native_call(p: RankProblem, seg: P.Segment, si: int, b: int, q, kw, vw, out, lse, qh, kh, sinks):
-    """Sequence b of segment si over the gathered shards kw / vw (W, T, h, d) in place."""
+    """Sequence b of segment si over the gathered shards kw / vw (W, T, h, d) in place. A
+    dense batch takes one call per sequence (the cp_world call is batch 1), where the reorder
+    path took one per chunk for the whole batch: context parallelism is for long sequences."""
     n = 2 * seg.chunk
     if p.ragged:
         r0 = seg.tok0
@@ -294,14 +296,17 @@ def run_all_gather_kv(p: RankProblem, comm, q, k, v, out, lse):
             fallback = set(range(len(p.segs)))
             if native:
                 for si, seg in enumerate(p.segs):
-                    if si in refused or seg.chunk == 0:
+                    if seg.chunk == 0:  # an empty sequence: no call either way
+                        fallback.discard(si)
+                        continue
+                    if si in refused:
                         continue
                     try:
                         for b in range(seg.nb):
                             _native_call(p, seg, si, b, q, kw, vw, out, lse, qh, kh, sinks)
                     except NotImplementedError:
-                        # Refused before anything is written (validation, plan); only the
-                        # first sequence's call can be refused (the others share its shape).
+                        # A refusal comes before its call writes anything (validation, plan);
+                        # the segment's per-chunk calls below rewrite every row of it.
                         refused.add(si)
                         continue
                     fallback.discard(si)

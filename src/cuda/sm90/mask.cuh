@@ -5,7 +5,7 @@
 // kWindow (the feature kernels only) adds sliding windows and chunks, alone or together
 // (their intersection): the visited blocks get a lower bound, and a block needs the element
 // mask when it lies outside the keys every row of the tile sees. The dense kernels (kWindow
-// false) compile exactly the code they had.
+// false) compile none of it (kCp: one compare per tile, below).
 // kPack (with kWindow; pack_gqa.h): a tile of kBlockM packed rows holds kBlockM / g query
 // positions x the g query heads of one kv head, row r at position m0 + r / g; the bounds and
 // the element mask use the row's position, never its index.
