@@ -328,6 +328,45 @@ TEST(TileScheduler, KeyPrefixCallsNearGreedyLpt) {
   }
 }
 
+// Zigzag context parallelism (Args::cp_world): a rank's one call holds its two chunks of c
+// query rows, the first (chunk r) ending at key (r + 1) c, the second (chunk 2W - 1 - r) at
+// (2W - r) c, so the tile costs jump between the chunks (tile cost = key blocks + 3). Per rank
+// of W = 2 / 4 / 8 at 128k and 256k tokens (one kv group of 32 / 8 heads: 16 query heads,
+// group 4), the schedule the plan picks (the static snake below 1536 key blocks, the counter
+// from there: schedule_rule.h dynamic_worth) against the ideal (total / grid) and greedy LPT:
+// the spread between the ranks is what "slowest rank x W" adds on W GPUs.
+TEST(TileScheduler, ZigzagCpCallsPerRank) {
+  const int64_t grid = 132;
+  for (const int64_t tokens : {int64_t(131072), int64_t(262144)}) {
+    for (const int64_t w : {int64_t(2), int64_t(4), int64_t(8)}) {
+      const int64_t c = tokens / (2 * w), cb = c / 128;
+      double worst = 0, best = 1e9;
+      for (int64_t r = 0; r < w; ++r) {
+        FwdParams p = causal_params(1, 16, 4, 2 * c, tokens, grid);
+        p.num_m_blocks = 2 * cb;
+        p.num_tiles = 16 * p.num_m_blocks;
+        fill_schedule_constants(&p, grid);
+        std::vector<int64_t> cost(size_t(p.num_tiles));
+        int64_t total = 0;
+        for (int64_t t = 0; t < p.num_tiles; ++t) {
+          const int64_t m = TileScheduler::decode(p, t).m_block;
+          cost[size_t(t)] = (m < cb ? r * cb : (2 * w - 2 - r) * cb) + m + 1 + 3;
+          total += cost[size_t(t)];
+        }
+        const bool dyn = dynamic_worth(tokens / 128);
+        const double end = dyn ? dynamic_makespan(p, grid, cost) : double(static_makespan(p, grid, cost));
+        const double ideal = double(total) / double(grid), lpt = greedy_lpt_makespan(cost, grid);
+        printf("cp %lldk W=%lld rank %lld (%s): %.3f of ideal, greedy LPT %.3f\n", (long long)(tokens / 1024),
+               (long long)w, (long long)r, dyn ? "counter" : "snake", end / ideal, lpt / ideal);
+        worst = std::max(worst, end / ideal);
+        best = std::min(best, end / ideal);
+        EXPECT_LE(end, lpt * 1.06) << tokens << " W " << w << " rank " << r;
+      }
+      printf("cp %lldk W=%lld: ranks %.3f-%.3f of ideal\n", (long long)(tokens / 1024), (long long)w, best, worst);
+    }
+  }
+}
+
 // Grids smaller than the device (Args::sm_margin): the static snake's sections are chosen for
 // whole rounds of the grid and balance badly on grids like 116-124 CTAs, while the dynamic
 // counter (plan.cpp: from 128 key blocks on such grids, schedule_rule.h
