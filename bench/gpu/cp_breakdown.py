@@ -1,11 +1,12 @@
 """Where the split overhead of context parallelism goes, on one GPU (issue 18).
 
 For W simulated ranks of all_gather_kv (causal, 32 / 8 heads, hdim 128, bf16) it times each
-rank's attention calls one by one, as `_exec.run_all_gather_kv` issues them (head-sliced views
-of the gathered keys), and reports each call's TFLOP/s next to the one call on the whole
-sequence, the rank's calls back to back, and its K/V reorder (the shipped block copies, and
-the index gather). The sum of the calls over the one call is the split overhead without the
-reorders; each call's rate says which calls lose it.
+rank's zigzag call over the gathered K/V in place (`cp_world`, what `_exec.run_all_gather_kv`
+issues since session 15) and, for comparison, the reorder path it keeps for windows: the
+per-chunk calls one by one (head-sliced views of the reordered keys), back to back, and the
+K/V reorder (block copies, and the index gather). Each call's TFLOP/s is set against the
+one call on the whole sequence; the sums over the one call are the split overheads without
+exchange.
 
   python3 bench/gpu/cp_breakdown.py [--tokens 131072,262144] [--worlds 2,4,8] [--kv-groups 2]
 """
@@ -72,7 +73,7 @@ def breakdown(args, n):
     for world in [int(x) for x in args.worlds.split(",")]:
         sim = Simulation(q, k, v, world, method="all_gather_kv", causal=True, kv_groups=args.kv_groups,
                          return_lse=False)
-        total_calls = total_ideal = total_reorder = total_rank = total_one = total_gather = 0.0
+        total_calls = total_ideal = total_reorder = total_rank = total_one = total_gather = total_cp = 0.0
         print(f"\nW = {world}, kv_groups {args.kv_groups}")
         print("| rank | q rows | keys | mask | ms | TFLOP/s | / one call |")
         print("|---|---|---|---|---|---|---|")
@@ -110,19 +111,32 @@ def breakdown(args, n):
                 mk = "full" if not m.causal else ("causal TL" if m.top_left else "causal")
                 print(f"| {r} | {nq} | {nk} | {mk} | {t:.2f} | {rate:.0f} | {t / ideal:.3f} |")
 
-            def one_stream():  # the rank's calls back to back, as the rank issues them
+            # The rank's call in place (one per kv group): chunks r and 2W - 1 - r, whose queries
+            # see (chunk id) c + their causal triangle of keys.
+            kw, vw = E.unpack_kv(flat, world, p.tokens, hkg, d, d, k.dtype)
+            t = timed(lambda: longattn.forward(qs[:, :, :hqg], kw, vw, out=out[:, :, :hqg], causal=True, cp_world=world,
+                                               cp_rank=r), args.reps) * groups
+            c = seg.chunk
+            cp_pairs = sum(c * ch * c + c * (c + 1) // 2 for ch in (r, 2 * world - 1 - r))
+            ideal = fl * cp_pairs / (rate1 * 1e12) * 1e3
+            total_cp += t
+            print(f"| {r} | {2 * c} | {2 * world * c} | cp_world (in place) | {t:.2f} | "
+                  f"{fl * cp_pairs / (t * 1e-3) / 1e12:.0f} | {t / ideal:.3f} |")
+
+            def one_stream():  # the reorder path's calls back to back
                 for _ in range(groups):
                     for f in fns:
                         f()
 
             total_one += timed(one_stream, args.reps)
             total_reorder += t_re
-            t_rank = timed(lambda: sim.run_rank(r), args.reps)
+            t_rank = timed(lambda: sim.run_rank(r), args.reps)  # the shipped path, pack included
             total_rank += t_rank
         print(f"calls {total_calls:.2f} ms (ideal {total_ideal:.2f}, {total_calls / t1 - 1:+.1%} over one call), "
               f"reorders {total_reorder:.2f} ms ({total_reorder / t1:.1%}; by index gather {total_gather:.2f}), whole ranks {total_rank:.2f} ms "
               f"({total_rank / t1 - 1:+.1%})")
         print(f"a rank's calls back to back: {total_one:.2f} ms ({total_one / t1 - 1:+.1%})")
+        print(f"in place (cp_world, the shipped path), sum of ranks: {total_cp:.2f} ms ({total_cp / t1 - 1:+.1%})")
         del sim
         torch.cuda.empty_cache()
 

@@ -33,8 +33,8 @@
 #             Python extension)
 #   cpmulti   tests/gpu/cp_multi_gpu.py under torchrun, one rank per GPU of the host (NCCL): every
 #             rank's output / LSE vs float64, time per call of both methods vs one GPU (issue 18)
-#   cpbreak   bench/gpu/cp_breakdown.py (CPBREAK_ARGS): each all_gather_kv call's time and rate
-#             against the one call, a rank's calls back to back, the reorders (issue 18)
+#   cpbreak   bench/gpu/cp_breakdown.py (CPBREAK_ARGS): each rank's in-place cp_world call and
+#             the reorder path's calls, time and rate against the one call, and the reorders (issue 18)
 #   cp        tests/gpu/cp_one_gpu.py: context parallelism's per-rank kernels, W ranks simulated
 #             in one process, split overhead (issue 18; needs the Python extension); CP1_ARGS
 #             (env) go to the script (e.g. "--skip ab --heads 32/32")
@@ -233,7 +233,7 @@ for st in $STAGES; do
       grep "^|" "$LOGS/host_overhead.log" | tee -a "$SUM" ;;
     cpbreak)
       run cp_breakdown python3 bench/gpu/cp_breakdown.py ${CPBREAK_ARGS:-}
-      grep -E "^W =|^calls|^a rank|^device" "$LOGS/cp_breakdown.log" | tee -a "$SUM" ;;
+      grep -E "^W =|^calls|^a rank|^in place|^device" "$LOGS/cp_breakdown.log" | tee -a "$SUM" ;;
     cp)
       run cp_one_gpu python3 tests/gpu/cp_one_gpu.py ${CP1_ARGS:-}
       grep -E "FAIL|^\(c\)|overhead|passed|failed" "$LOGS/cp_one_gpu.log" | head -20 | tee -a "$SUM" ;;
