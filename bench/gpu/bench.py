@@ -62,7 +62,7 @@ def parse(argv=None):
     ap.add_argument("--rotate", type=int, default=0, help="input sets of the rotating timing (0: 3x L2 worth)")
     ap.add_argument("--no-rotate", action="store_true", help="headline: same-input timing only")
     ap.add_argument("--no-wall", dest="wall", action="store_false", help="headline: no per-call wall times")
-    ap.add_argument("--specs", default="", help="--variants columns: 'label:key=v,key=v;label2:...'")
+    ap.add_argument("--specs", default="", help="--variants (and --fp8) override columns: 'label:key=v,key=v;label2:...'")
     ap.add_argument("--match", default="", help="only rows whose '[tag] shape mask' text matches this regex "
                     "(e.g. 'd128 b16', 'causal', features tags: paged, ragged, 'packed GQA', split-KV)")
     ap.add_argument("--quick", action="store_true", help="first 4 rows of each suite, 2 rounds")
@@ -148,7 +148,7 @@ def tables(name, rows, env, args, extra=""):
     elif name == "fp8":
         body += ["errors: max |out - fp32 reference of the dequantized inputs| on 128 rows of batch 0; cuDNN "
                  "fp8 writes e4m3 output (its error includes that rounding), the others bf16.",
-                 report.fp8_table(rows)]
+                 report.fp8_table(rows, [lab for lab, _ in shapes.parse_specs(args.specs)] if args.specs else ())]
     elif name == "variants":
         labels = [lab for lab, _ in (shapes.parse_specs(args.specs) if args.specs else shapes.VARIANTS)]
         body += ["TFLOP/s (ratio to longattn's shipped rules):", report.variants_table(rows, labels)]

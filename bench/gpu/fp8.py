@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import torch
 
-from peers import LONGATTN_KERNELS, Impl, Unsupported
+from peers import LONGATTN_KERNELS, Impl, Unsupported, overrides_hooks
 
 FP8_MAX = 448.0
 NROWS = 128
@@ -65,13 +65,16 @@ def row_error(out, rows, ref):
     return (o - ref).abs().max().item()
 
 
-def longattn_fp8_impl(la, c, s):
+def longattn_fp8_impl(la, c, s, spec=""):
+    """longattn's fp8 call through the C ABI; `spec`: internal overrides for this column."""
     if la is None:
         raise Unsupported("no liblongattn_capi.so (--lib)")
     if not la.has("longattn_bench_forward_fp8"):
         raise Unsupported("this liblongattn_capi.so has no longattn_bench_forward_fp8 (rebuild)")
+    setup, teardown = overrides_hooks(la, spec)
     return Impl(lambda i: la.fp8(s.q8, s.k8, s.v8, s.o, s.q_dst, s.k_dst, s.v_dst, c.causal), lambda _: s.o,
-                poison=lambda: s.o.fill_(math.nan), expect=LONGATTN_KERNELS)
+                setup=setup, teardown=teardown, poison=lambda: s.o.fill_(math.nan), expect=LONGATTN_KERNELS,
+                note=f"overrides {spec}" if spec else "")
 
 
 # ---- cuDNN FP8 through cudnn-frontend ------------------------------------------------------

@@ -177,9 +177,10 @@ def window_table(rows):
     return md_table(hdr, body)
 
 
-def fp8_table(rows):
+def fp8_table(rows, labels=()):
+    """labels: the --specs columns ("<label> fp8")."""
     cols = ("longattn fp8", "cuDNN fp8", "longattn bf16", "FA3 bf16") + tuple(
-        f"{b} fp8" for b in BASELINES if any(get(r, f"{b} fp8", "tflops") for r in rows))
+        f"{b} fp8" for b in tuple(BASELINES) + tuple(labels) if any(get(r, f"{b} fp8", "tflops") for r in rows))
     hdr = ["hdim", "shape", "mask"] + list(cols) + ["la fp8/cuDNN fp8", "la fp8/la bf16", "la fp8/FA3 bf16"] \
         + [f"err {c}" for c in cols]
     body = []

@@ -104,6 +104,10 @@ def test_tables():
     f8 = fake_row(c.with_(dtype="e4m3"), {"longattn fp8": {"na": "NotSupported: fp8"}, "cuDNN fp8": {"tflops": 900.0, "err": 0.01},
                                          "longattn bf16": {"tflops": 600.0, "err": 0.001}, "FA3 bf16": {"tflops": 700.0}})
     assert "| n/a | 900 | 600 | 700 | n/a | n/a | n/a | n/a | 1.0e-02 | 1.0e-03 | n/a |" in report.fp8_table([f8])
+    # An override column (--fp8 --specs 'slist:...'): "slist fp8" after the peers; absent labels add none.
+    f8["impls"]["slist fp8"] = {"tflops": 950.0, "err": 0.002}
+    t8 = report.fp8_table([f8], ["slist", "other"])
+    assert "slist fp8" in t8 and "other fp8" not in t8 and "| 700 | 950 |" in t8, t8
     w = fake_row(shapes.windows()[0], {"FA3": {"tflops": 700.0}, "longattn": {"tflops": 600.0},
                                        "longattn plain": {"tflops": 650.0}})
     assert "| 700 | 600 | 0.857 | n/a | 650 | 0.923 |" in report.window_table([w])

@@ -102,9 +102,10 @@ def window_row(ctx, c, seed=2):
     return row
 
 
-def fp8_row(ctx, c, seed=3):
+def fp8_row(ctx, c, seed=3, variants=()):
     """longattn fp8 and cuDNN fp8 on e4m3 inputs; longattn bf16 and FA3 bf16 on their exact
-    bf16 dequantization. Errors against float32 attention of the dequantized inputs."""
+    bf16 dequantization. Errors against float32 attention of the dequantized inputs.
+    variants: (label, overrides spec) longattn fp8 columns ("<label> fp8")."""
     check_memory(set_bytes(c.with_(dtype="bf16")) * 4, label(c))
     s = make_fp8_set(c, seed)
     rows, ref = reference_rows(c, s)
@@ -113,6 +114,8 @@ def fp8_row(ctx, c, seed=3):
     row.add("longattn fp8", lambda: longattn_fp8_impl(ctx.need_la(), c, s))
     for name, lib in ctx.bases:
         row.add(f"{name} fp8", lambda lib=lib: longattn_fp8_impl(lib, c, s))
+    for lab, spec in variants:
+        row.add(f"{lab} fp8", lambda spec=spec: longattn_fp8_impl(ctx.need_la(), c, s, spec=spec))
     row.add("cuDNN fp8", lambda: ctx.cudnn_fp8().impl(c, s, ref.abs().max().item()))
     cb = c.with_(dtype="bf16")
     sets = [SimpleNamespace(q=s.q, k=s.k, v=s.v, o=torch.empty_like(s.q))]
@@ -132,7 +135,8 @@ def suite_rows(ctx, name):
     if name == "window":
         return [(c, lambda c=c: window_row(ctx, c)) for c in shapes.windows(cfg.dtype)]
     if name == "fp8":
-        return [(c, lambda c=c: fp8_row(ctx, c)) for c in shapes.fp8()]
+        specs = shapes.parse_specs(cfg.specs) if cfg.specs else ()
+        return [(c, lambda c=c: fp8_row(ctx, c, variants=specs)) for c in shapes.fp8()]
     if name == "dims":
         # 192 / 128: the features suite's split row (the capi's dense entry takes dv = d).
         import features  # imports this module
