@@ -1,6 +1,7 @@
 // Host-side address arithmetic for every layout (dense, ragged, paged). All 64-bit.
 // Only valid when the metadata tensors are host-resident (Problem::meta_on_host).
 #include "common/problem.h"
+#include "common/zigzag.h"
 
 namespace longattn::detail {
 namespace {
@@ -69,10 +70,10 @@ static int64_t kv_offset(const Tensor& t, const Args& a, const Problem& p, int64
   const int64_t* st = t.stride;
   switch (p.kv) {
     case KvLayout::dense:
-      if (p.cp_chunk > 0) {  // chunk j / c of the sequence: rank ch (first chunk) or 2W - 1 - ch (second)
-        const int64_t c = p.cp_chunk, ch = j / c, second = ch >= p.cp_world ? 1 : 0;
-        const int64_t rank = second ? 2 * p.cp_world - 1 - ch : ch;
-        return rank * st[0] + (second * c + j - ch * c) * st[1] + hk * st[2];
+      if (p.cp_chunk > 0) {  // the gathered zigzag shards (zigzag.h)
+        int64_t rank, row;
+        zigzag_key(j, p.cp_chunk, p.cp_world, &rank, &row);
+        return rank * st[0] + row * st[1] + hk * st[2];
       }
       return s.kv_row * st[0] + (s.k_start + j) * st[1] + hk * st[2];
     case KvLayout::ragged: return (s.k_start + j) * st[0] + hk * st[1];

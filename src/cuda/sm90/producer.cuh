@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "common/zigzag.h"
 #include "cuda/ptx/sync.cuh"
 #include "cuda/ptx/tma.cuh"
 #include "cuda/sm90/params.h"
@@ -55,17 +56,16 @@ struct Producer {
                            int32_t(h), int32_t(b));
     qs.advance();
   }
-  // Zigzag context parallelism (params.h cp_chunk): key row `row` of the sequence lies in
-  // chunk ch = row / c, held by rank ch (its first chunk) or 2W - 1 - ch (its second, c rows
-  // on); the rank is the maps' batch coordinate. A block never crosses a chunk (c is a
-  // multiple of kBlockN, plan.cpp).
+  // Zigzag context parallelism (params.h cp_chunk): key row `row` of the sequence at its
+  // (rank, row) in the gathered shards (zigzag.h); the rank is the maps' batch coordinate. A
+  // block never crosses a chunk (c is a multiple of kBlockN, plan.cpp).
   static __device__ __forceinline__ void kv_coord(const FwdParams& p, int32_t* row, int32_t* b) {
     if constexpr (!Cfg::kCp) return;
     if (p.cp_chunk == 0) return;
-    const uint32_t c = uint32_t(p.cp_chunk), w = uint32_t(p.cp_world), ch = uint32_t(*row) / c;
-    const bool second = ch >= w;
-    *b = int32_t(second ? 2 * w - 1 - ch : ch);
-    *row = int32_t(uint32_t(*row) - ch * c + (second ? c : 0u));
+    uint32_t rank, r;
+    detail::zigzag_key(uint32_t(*row), uint32_t(p.cp_chunk), uint32_t(p.cp_world), &rank, &r);
+    *b = int32_t(rank);
+    *row = int32_t(r);
   }
   __device__ void load_k(const FwdParams& p, int32_t b, int32_t hk, int32_t n_block) {
     ptx::mbar_wait(sm.k_empty(ks.stage), ks.phase ^ 1u);
