@@ -22,9 +22,10 @@ void raise_if_error(const longattn::Status& s);
 // sentinel, never read) so that validation reports its shape rather than its absence.
 void keep_present(longattn::Tensor& t);
 
-// Args::sm_margin from a Python int: clamped to int (a margin past the SMs leaves one SM; a
-// negative one stays negative, for validation to name).
-inline int sm_margin_from(int64_t m) { return m > INT32_MAX ? INT32_MAX : m < INT32_MIN ? INT32_MIN : int(m); }
+// An int field of Args (sm_margin, cp_world, cp_rank) from a Python int: clamped to int, which
+// keeps its meaning (a margin past the SMs leaves one SM; a rank or world past int is out of
+// range either way) and its sign, for validation to name.
+inline int int_clamped(int64_t m) { return m > INT32_MAX ? INT32_MAX : m < INT32_MIN ? INT32_MIN : int(m); }
 
 // "auto" | "reference" | "cpu" | "cuda"; ValueError naming `backend` otherwise.
 longattn::Backend backend_from(const std::string& s);

@@ -221,11 +221,9 @@ void forward(nb::dict t, std::optional<float> softmax_scale, float softcap, bool
   a.backend = backend_from(backend);
   a.stream = reinterpret_cast<void*>(stream);
   a.num_threads = num_threads;
-  a.sm_margin = sm_margin_from(sm_margin);
-  // Outside int: an out-of-range value that validation names (INT_MIN is never valid).
-  auto to_int = [](int64_t x) { return x < INT32_MIN || x > INT32_MAX ? INT32_MIN : int(x); };
-  a.cp_world = to_int(cp_world);
-  a.cp_rank = to_int(cp_rank);
+  a.sm_margin = int_clamped(sm_margin);
+  a.cp_world = int_clamped(cp_world);
+  a.cp_rank = int_clamped(cp_rank);
   a.check_page_table = check_page_table;
   kc.rotary_interleaved = rotary_interleaved;
   kc.check = check_kvcache;

@@ -276,7 +276,7 @@ nb::object run(const Call& c) {
   a.mask.chunk_size = chunk;
   a.backend = backend_from(nb::borrow<nb::str>(c.backend).c_str());
   a.num_threads = int(num_threads);
-  a.sm_margin = sm_margin_from(sm_margin);
+  a.sm_margin = int_clamped(sm_margin);
   const bool on_cuda = rq.t.device.kind == longattn::DeviceKind::cuda;
   if (on_cuda) {
     if (g.raw_stream == Py_None) return nb::none();
