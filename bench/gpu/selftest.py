@@ -59,6 +59,15 @@ def test_suites():
     assert len(shapes.fp8()) == 18 and {c.d for c in shapes.fp8()} == {64, 128, 256}
     assert shapes.parse_specs("a:dynamic=on,sections=0; sections=0") == [("a", "dynamic=on,sections=0"),
                                                                           ("sections=0", "sections=0")]
+    assert shapes.parse_shapes("4x4096:16/8:256:causal; 1x16384:16/16:128", "e4m3") == [
+        Case(4, 4096, 4096, 16, 8, 256, True, "e4m3"), Case(1, 16384, 16384, 16, 16, 128, False, "e4m3"),
+        Case(1, 16384, 16384, 16, 16, 128, True, "e4m3")]
+    for bad in ("4x4096:16/16", "4x4096:16/16:256:both"):
+        try:
+            shapes.parse_shapes(bad, "bf16")
+            raise AssertionError(bad)
+        except ValueError:
+            pass
     assert shapes.shape_name(Case(4, 16, 8192, 32, 8, 128, True)) == "d128 b4 x 16q x 8k keys, 32/8 heads"
     assert shapes.rotate_sets(64 << 20, 50 << 20) == 3 and shapes.rotate_sets(1 << 40, 50 << 20) == 2
     assert shapes.rotate_sets(1, 50 << 20, requested=5) == 5

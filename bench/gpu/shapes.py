@@ -199,6 +199,21 @@ def variant_rows(dtype="bf16"):
     return headline(dtype) + [Case(1, 65536, 65536, 32, 8, 128, c, dtype) for c in (False, True)] + prefix + d256
 
 
+def parse_shapes(text, dtype):
+    """--shapes: 'BxS:HQ/HK:D[:causal|full];...' (both masks where none is named), e.g.
+    '4x4096:16/16:256:causal;1x16384:16/16:256', as Cases of `dtype`."""
+    out = []
+    for item in filter(None, (t.strip() for t in text.split(";"))):
+        parts = item.split(":")
+        if len(parts) not in (3, 4) or parts[3:] not in ([], ["causal"], ["full"]):
+            raise ValueError(f"--shapes: '{item}' is not BxS:HQ/HK:D[:causal|full]")
+        b, s = (int(x) for x in parts[0].split("x"))
+        hq, hk = (int(x) for x in parts[1].split("/"))
+        masks = (False, True) if len(parts) == 3 else (parts[3] == "causal",)
+        out += [Case(b, s, s, hq, hk, int(parts[2]), c, dtype) for c in masks]
+    return out
+
+
 def parse_specs(text):
     """'label:spec;label2:spec2' (spec: key=value,...) -> [(label, spec)]; a bare spec is its
     own label."""

@@ -136,7 +136,8 @@ def suite_rows(ctx, name):
         return [(c, lambda c=c: window_row(ctx, c)) for c in shapes.windows(cfg.dtype)]
     if name == "fp8":
         specs = shapes.parse_specs(cfg.specs) if cfg.specs else ()
-        return [(c, lambda c=c: fp8_row(ctx, c, variants=specs)) for c in shapes.fp8()]
+        rows = shapes.parse_shapes(cfg.shapes, "e4m3") if cfg.shapes else shapes.fp8()
+        return [(c, lambda c=c: fp8_row(ctx, c, variants=specs)) for c in rows]
     if name == "dims":
         # 192 / 128: the features suite's split row (the capi's dense entry takes dv = d).
         import features  # imports this module
@@ -144,5 +145,6 @@ def suite_rows(ctx, name):
                  else (lambda c=c: dense_row(ctx, c))) for c in shapes.head_dims(cfg.dtype)]
     if name == "variants":
         specs = shapes.parse_specs(cfg.specs) if cfg.specs else shapes.VARIANTS
-        return [(c, lambda c=c: dense_row(ctx, c, variants=specs, peers=("FA3",))) for c in shapes.variant_rows(cfg.dtype)]
+        rows = shapes.parse_shapes(cfg.shapes, cfg.dtype) if cfg.shapes else shapes.variant_rows(cfg.dtype)
+        return [(c, lambda c=c: dense_row(ctx, c, variants=specs, peers=("FA3",))) for c in rows]
     raise ValueError(name)
