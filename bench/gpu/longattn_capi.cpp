@@ -71,6 +71,8 @@ int longattn_bench_set_overrides(const char* spec, char* err, int err_len) {
       ok = force(v, &o.tile_list);
     } else if (k == "dynamic") {
       ok = force(v, &o.dynamic);
+    } else if (k == "section_list") {
+      ok = force(v, &o.section_list);
     } else if (k == "pack_gqa") {
       ok = force(v, &o.pack_gqa);
     } else if (k == "softcap_fixed") {

@@ -26,6 +26,9 @@ struct Overrides {
   int64_t kv_splits = -1;                 // split-KV of dense batch-1 calls; 0 or 1: none; -1: rule
   Force tile_list = Force::rule;          // ragged: the device tile list (on) or the padded grid (off)
   Force dynamic = Force::rule;            // the atomic tile counter where compiled (on) or the static snake
+  // Causal on the dense kinds without the sectioned snake (hdim 256): the L2-sectioned LPT
+  // order as a device tile list built before the launch (on) or the one global snake.
+  Force section_list = Force::rule;
   Force pack_gqa = Force::rule;           // packed GQA tiles wherever the group allows (on) or never
   Force softcap_fixed = Force::rule;      // softcap: fixed-max update where allowed (on) or the running max
   PagedFill paged_fill = PagedFill::rule;  // paged pages shorter than the tile

@@ -444,6 +444,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   la.tile_list = plan.tile_list;
   la.list_items = plan.list_items;
   la.dynamic = plan.dynamic;
+  la.section_list = plan.section_list;
 
   SplitScratch split;
   if (plan.kv_splits > 1) {

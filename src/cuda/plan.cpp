@@ -201,6 +201,10 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   const int64_t key_blocks = (p.max_seq_k + tc.block_n - 1) / tc.block_n;
   pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || pl.tile_list || sm90::dynamic_worth(key_blocks) ||
                                       (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)));
+  // Causal hdim 256 (the dense kind without the sectioned snake): the sectioned order as a
+  // device list (KernelConfig kSectionList) only where forced (Overrides::section_list), until
+  // measured against the global snake.
+  pl.section_list = causal && pl.kernel == Kernel::dense && !tc.lpt_sections && decide(ov.section_list, false);
   *out = pl;
   return Status::Ok();
 }

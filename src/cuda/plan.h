@@ -35,6 +35,7 @@ struct ForwardPlan {
   bool tile_list = false;    // ragged: the device-built tile list instead of the padded grid
   int64_t list_items = 0;    // its capacity bound in items
   bool dynamic = false;      // the atomic tile counter where the kernel compiles it
+  bool section_list = false; // causal, dense kinds without the sectioned snake: its order as a device list
 };
 
 // The SMs a call's kernels may fill (the persistent grid, split-KV's count): all of the

@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -493,6 +495,27 @@ std::vector<Shape> listed(std::vector<Shape> v) {
 INSTANTIATE_TEST_SUITE_P(RaggedList, GpuForward, ::testing::ValuesIn(listed(ragged_cases())), case_name);
 INSTANTIATE_TEST_SUITE_P(SeqUsedQList, GpuForward, ::testing::ValuesIn(listed(seqused_q_cases())), case_name);
 INSTANTIATE_TEST_SUITE_P(ChunkWindow, GpuForward, ::testing::ValuesIn(chunk_window_cases()), case_name);
+// Causal hdim 256 on the sectioned order as a device list (KernelConfig kSectionList,
+// Overrides::section_list): several L2 sections, bottom-right and top-left, GQA, a partial
+// last q-block and key block.
+std::vector<Shape> section_list_cases() {
+  std::vector<Shape> v;
+  for (auto [b, sq, sk, hq, hkv] : {std::array<int64_t, 5>{1, 2000, 2000, 16, 16}, std::array<int64_t, 5>{2, 1500, 1700, 8, 2},
+                                    std::array<int64_t, 5>{1, 3000, 3000, 12, 4}}) {
+    for (bool top_left : {false, true}) {
+      Shape s = dense_shape(b, sq, sk, hq, hkv, 256, true);
+      s.top_left = top_left;
+      s.rows_per_head = 48;
+      s.l2_budget = 4 << 20;             // the rule's sections: 11 pairs of 12 at 3000
+      if (hq != 12) s.ov.sections = 3;  // forced: sections of 3 pairs (the rule keeps one here)
+      s.ov.section_list = detail::Force::on;
+      s.seed = uint64_t(sq + hq + (top_left ? 7 : 0));
+      v.push_back(s);
+    }
+  }
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(SectionList, GpuForward, ::testing::ValuesIn(section_list_cases()), case_name);
 
 }  // namespace
 }  // namespace longattn::gputest

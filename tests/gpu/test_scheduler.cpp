@@ -367,6 +367,75 @@ TEST(TileScheduler, ZigzagCpCallsPerRank) {
   }
 }
 
+// The sectioned order as a device list (KernelConfig kSectionList: hdim 256's dense kind, whose
+// producer has no registers for tile_id<true>): each CTA reading entries k * g + c until the
+// padding gets exactly the tiles, in the order, that tile_id<true> deals it, and every tile
+// once. The balance of that order (tile cost = key blocks + 3) against the one global snake the
+// kind runs without the list, on hdim-256 causal shapes (K/V of 1 KB per key and head).
+TEST(TileScheduler, SectionListReplaysTheSectionedSnake) {
+  struct S {
+    int64_t batch, heads, seq;
+  };
+  for (const S& sh : {S{1, 16, 8192}, S{4, 16, 4096}, S{2, 16, 8192}, S{1, 32, 16384}, S{8, 16, 2048}}) {
+    const int64_t nm = sh.seq / 128, tiles = sh.batch * sh.heads * nm, grid = std::min<int64_t>(132, tiles);
+    FwdParams sec;
+    sec.batch = sh.batch;
+    sec.heads_q = sh.heads;
+    sec.num_m_blocks = nm;
+    sec.num_tiles = tiles;
+    sec.causal = true;
+    sec.lpt = 1;
+    sec.section_bh = section_pairs(true, sh.batch * sh.heads, nm, grid, 1, sh.seq * 1024, 25 << 20);
+    fill_schedule_constants(&sec, grid);
+    const int64_t rounds = TileScheduler::section_list_rounds(sec);
+    std::vector<TileCoord> list(size_t(rounds * grid));
+    for (int64_t k = 0; k < rounds; ++k)
+      for (int64_t c = 0; c < grid; ++c)
+        list[size_t(k * grid + c)] = TileScheduler::section_list_entry(sec, k, uint32_t(grid), uint32_t(c));
+    std::vector<int> seen(static_cast<size_t>(tiles), 0);
+    int64_t list_end = 0, total = 0;
+    for (int64_t c = 0; c < grid; ++c) {
+      int64_t k = 0, work = 0;
+      for (;; ++k) {
+        ASSERT_LT(k, rounds) << "a CTA ran past the list without meeting its padding";
+        const TileCoord e = list[size_t(k * grid + c)];
+        const int64_t t = TileScheduler::tile_id<true>(sec, k, uint32_t(grid), uint32_t(c));
+        if (e.b < 0) {
+          EXPECT_LT(t, 0);
+          break;
+        }
+        ASSERT_GE(t, 0);
+        const TileCoord d = TileScheduler::decode(sec, t);
+        EXPECT_TRUE(d.b == e.b && d.h == e.h && d.m_block == e.m_block);
+        ++seen[size_t((int64_t(e.b) * sh.heads + e.h) * nm + e.m_block)];
+        work += e.m_block + 1 + 3;
+      }
+      list_end = std::max(list_end, work);
+      total += work;
+    }
+    for (int v : seen) ASSERT_EQ(v, 1);
+    FwdParams one = sec;  // the kind's order without the list: one global snake
+    one.section_bh = sh.batch * sh.heads;
+    fill_schedule_constants(&one, grid);
+    std::vector<int64_t> cost(static_cast<size_t>(tiles), 0);
+    for (int64_t t = 0; t < tiles; ++t) cost[size_t(t)] = TileScheduler::decode(one, t).m_block + 1 + 3;
+    int64_t snake_end = 0;
+    for (int64_t c = 0; c < grid; ++c) {
+      int64_t w = 0;
+      for (int64_t k = 0;; ++k) {
+        const int64_t t = TileScheduler::tile_id<false>(one, k, uint32_t(grid), uint32_t(c));
+        if (t < 0) break;
+        w += cost[size_t(t)];
+      }
+      snake_end = std::max(snake_end, w);
+    }
+    const double ideal = double(total) / double(grid);
+    printf("hdim 256 causal b%lld h%lld %lld: sections of %lld pairs, list %.3f, global snake %.3f of ideal\n",
+           (long long)sh.batch, (long long)sh.heads, (long long)sh.seq, (long long)sec.section_bh,
+           double(list_end) / ideal, double(snake_end) / ideal);
+  }
+}
+
 // Grids smaller than the device (Args::sm_margin): the static snake's sections are chosen for
 // whole rounds of the grid and balance badly on grids like 116-124 CTAs, while the dynamic
 // counter (plan.cpp: from 128 key blocks on such grids, schedule_rule.h

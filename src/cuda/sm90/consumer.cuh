@@ -117,8 +117,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       return TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
     }();
     if (t < 0) break;
-    const TileCoord tc = TileScheduler::decode<Cfg::kRagged>(p, t);
-    if (Cfg::kRagged && tc.b < 0) break;  // tile list padding: no more work
+    const TileCoord tc = TileScheduler::decode<Cfg::kList>(p, t);
+    if (Cfg::kList && tc.b < 0) break;  // tile list padding: no more work
     const TileWork<Cfg> w = tile_work<Cfg>(p, tc);
     // fp8: the tile's descales fold into the logit scale (or the softcap's input scale) and
     // the final normalization; 1 (folded away) for 16-bit inputs.

@@ -52,8 +52,8 @@ __device__ __forceinline__ void producer_loop(const FwdParams& p, Producer<Cfg>&
       end_dynamic();
       break;
     }
-    const TileCoord tc = TileScheduler::decode<Cfg::kRagged>(p, t);
-    if constexpr (Cfg::kRagged) {
+    const TileCoord tc = TileScheduler::decode<Cfg::kList>(p, t);
+    if constexpr (Cfg::kList) {
       if (tc.b < 0) {  // tile list padding
         end_dynamic();
         break;
@@ -90,8 +90,8 @@ __device__ __forceinline__ void transposer_loop(const FwdParams& p, typename Cfg
   for (int64_t k = 0;; ++k) {
     const int64_t t = TileScheduler::tile_id<Cfg::kTile.lpt_sections>(p, k, gridDim.x, blockIdx.x);
     if (t < 0) break;
-    const TileCoord tc = TileScheduler::decode<Cfg::kRagged>(p, t);
-    if (Cfg::kRagged && tc.b < 0) break;  // tile list padding
+    const TileCoord tc = TileScheduler::decode<Cfg::kList>(p, t);
+    if (Cfg::kList && tc.b < 0) break;  // tile list padding
     const TileWork<Cfg> wk = tile_work<Cfg>(p, tc);
     for (int64_t j = wk.hi - 1; j >= wk.lo; --j) {
       // Keys of this block that exist: ragged / paged tiles end inside their last block, and

@@ -51,6 +51,13 @@ struct KernelConfig {
   // NOTES: not the 24-register hdim-256 paged producer (its chunk coordinates then spilled 4-8
   // bytes); the host refuses paged K/V with dims narrower than 256 there.
   static constexpr bool kColMaps = kFeat && !(kPaged && kTile.producer_regs < 32);
+  // The sectioned causal order as a device list (tile_list.cuh tile_list_sections_kernel;
+  // LaunchArgs::section_list): the dense kind without the sectioned snake (hdim 256, whose
+  // 24-register producer has no room for tile_id<true>); every role then reads (b, h, m)
+  // from the list like the ragged kinds.
+  static constexpr bool kSectionList = kKind_ == Kernel::dense && !kTile.lpt_sections;
+  // Tile coordinates come from a device list (ragged kinds, kSectionList).
+  static constexpr bool kList = kRagged || kSectionList;
   // Zigzag context parallelism (params.h cp_chunk; producer.cuh kv_coord) compiled in.
   static constexpr bool kCp = cp_compiled(kKind_, kTile) && !kVtGlobal;
   static constexpr int kBlockM = kTile.block_m;

@@ -22,6 +22,7 @@ struct LaunchArgs {
   bool tile_list = false;  // ragged kinds: the tile list built on the device (tile_list.cuh)
   int64_t list_items = 0;  // its capacity in items: a host bound on the live (sequence, q-block) items
   bool dynamic = false;    // LPT problems: atomic-counter tile assignment where compiled (KernelConfig kDynamic)
+  bool section_list = false;  // dense kinds without the sectioned snake: its order as a device list (kSectionList)
 };
 
 // Launches kernel a.kernel for (dtype, head dims). Instantiated for q / k / v head dims 64,

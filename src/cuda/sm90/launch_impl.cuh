@@ -57,8 +57,34 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
   // NOTES: not with a paged producer team (page_math.h paged_team > 1): its threads each run
   // the schedule, and only one could take ids from the counter.
   if constexpr (Cfg::kDynamic) want_dynamic = a.dynamic && p.lpt && p.num_tiles > 2 * grid && p.paged_mode == kPagedTma;
+  // The sectioned causal order as a list (kSectionList): `sec` holds the rule's sections; the
+  // kernel then takes ids k * grid + c (no snake) and reads the list's entries.
+  bool want_slist = false;
+  FwdParams sec = p;
+  int64_t slist_rounds = 0;
+  if constexpr (Cfg::kSectionList) {
+    want_slist = a.section_list && p.lpt && p.section_bh < p.heads_q * p.batch;
+    if (want_slist) {
+      fill_schedule_constants(&sec, grid);
+      slist_rounds = TileScheduler::section_list_rounds(sec);
+      p.lpt = 0;
+      p.num_tiles = slist_rounds * grid;
+    }
+  }
   if (!Cfg::kTile.lpt_sections && p.lpt) p.section_bh = p.heads_q * p.batch;  // one section
   int32_t* scratch = nullptr;
+  if (want_slist) {
+    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), size_t(p.num_tiles) * 16, a.stream);
+    if (e != cudaSuccess) return e;
+    p.tile_list = scratch;
+    tile_list_sections_kernel<<<1, 1024, 0, a.stream>>>(sec, reinterpret_cast<int4*>(scratch), int32_t(slist_rounds),
+                                                        uint32_t(grid));
+    e = cudaGetLastError();
+    if (e != cudaSuccess) {
+      cudaFreeAsync(scratch, a.stream);
+      return e;
+    }
+  }
   if (want_list || want_dynamic) {
     const int64_t tiles = want_list ? p.num_tiles : 0;  // list capacity: items x heads (< 2^31)
     cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), 16 + size_t(tiles) * 16, a.stream);

@@ -66,6 +66,20 @@ struct TileScheduler {
     const uint32_t pos = (kk & 1) ? g - 1 - c : c;
     return int64_t(sec) * p.sec_tiles + int64_t(kk) * g + pos;
   }
+  // The sectioned schedule as a list (KernelConfig kSectionList: kernels whose producer has
+  // no registers for tile_id<true>): entry k * g + c is CTA c's k-th tile under
+  // tile_id<true> with `sec`'s constants (decoded), or b = -1 once it has none. The kernel
+  // then takes ids k * g + c (p.lpt 0: no snake) and decode<true> reads the entry.
+  LONGATTN_HD static TileCoord section_list_entry(const FwdParams& sec, int64_t k, uint32_t g, uint32_t c) {
+    const int64_t t = tile_id<true>(sec, k, g, c);
+    if (t < 0) return TileCoord{-1, 0, 0};
+    return decode<false>(sec, t);
+  }
+  // Rounds of the list: every CTA's tile count under the sectioned snake (at most one more
+  // than whole rounds per section), plus one of padding where each CTA stops.
+  LONGATTN_HD static int64_t section_list_rounds(const FwdParams& sec) {
+    return int64_t(sec.full_secs) * (sec.sec_rounds + 1) + sec.last_rounds + 1 + 1;
+  }
   // Split-KV: clamp a tile's key blocks [lo, hi) to its split's (the batch index b).
   LONGATTN_HD static void split_range(const FwdParams& p, int32_t b, int64_t* lo, int64_t* hi) {
     const int64_t a = int64_t(b) * p.split_blocks, e = a + p.split_blocks;

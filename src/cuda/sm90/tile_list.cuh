@@ -20,6 +20,7 @@
 
 #include "cuda/sm90/mask.cuh"
 #include "cuda/sm90/params.h"
+#include "cuda/sm90/scheduler.cuh"
 
 namespace longattn::cuda::sm90 {
 
@@ -155,7 +156,18 @@ __global__ void __launch_bounds__(kTileListThreads)
   const int64_t end = live + n_pad < cap ? live + n_pad : cap;
   for (int64_t i = live + tid; i < end; i += kTileListThreads) list[i] = make_int4(-1, 0, 0, 0);
 }
-#endif
 
+// The dense kinds without the sectioned snake (hdim 256; KernelConfig kSectionList): the
+// sectioned LPT schedule written out (TileScheduler::section_list_entry), one thread per CTA
+// of the forward kernel's grid `g`, `rounds` entries each (section_list_rounds).
+__global__ void __launch_bounds__(1024)
+    tile_list_sections_kernel(const __grid_constant__ FwdParams sec, int4* list, int32_t rounds, uint32_t g) {
+  for (uint32_t c = threadIdx.x; c < g; c += blockDim.x)
+    for (int32_t k = 0; k < rounds; ++k) {
+      const TileCoord tc = TileScheduler::section_list_entry(sec, k, g, c);
+      list[int64_t(k) * g + c] = make_int4(tc.b, tc.h, tc.m_block, 0);
+    }
+}
+#endif
 
 }  // namespace longattn::cuda::sm90
