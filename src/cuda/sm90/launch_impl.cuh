@@ -77,8 +77,8 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
     cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), size_t(p.num_tiles) * 16, a.stream);
     if (e != cudaSuccess) return e;
     p.tile_list = scratch;
-    tile_list_sections_kernel<<<1, 1024, 0, a.stream>>>(sec, reinterpret_cast<int4*>(scratch), int32_t(slist_rounds),
-                                                        uint32_t(grid));
+    tile_list_sections_kernel<1024><<<1, 1024, 0, a.stream>>>(sec, reinterpret_cast<int4*>(scratch), int32_t(slist_rounds),
+                                                              uint32_t(grid));
     e = cudaGetLastError();
     if (e != cudaSuccess) {
       cudaFreeAsync(scratch, a.stream);

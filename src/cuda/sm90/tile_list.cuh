@@ -159,10 +159,12 @@ __global__ void __launch_bounds__(kTileListThreads)
 
 // The dense kinds without the sectioned snake (hdim 256; KernelConfig kSectionList): the
 // sectioned LPT schedule written out (TileScheduler::section_list_entry), one thread per CTA
-// of the forward kernel's grid `g`, `rounds` entries each (section_list_rounds).
-__global__ void __launch_bounds__(1024)
+// of the forward kernel's grid `g`, `rounds` entries each (section_list_rounds). A template
+// (on its block size) like the kernel above, so that every launch file may instantiate it.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
     tile_list_sections_kernel(const __grid_constant__ FwdParams sec, int4* list, int32_t rounds, uint32_t g) {
-  for (uint32_t c = threadIdx.x; c < g; c += blockDim.x)
+  for (uint32_t c = threadIdx.x; c < g; c += kThreads)
     for (int32_t k = 0; k < rounds; ++k) {
       const TileCoord tc = TileScheduler::section_list_entry(sec, k, g, c);
       list[int64_t(k) * g + c] = make_int4(tc.b, tc.h, tc.m_block, 0);
