@@ -218,6 +218,30 @@ TEST(GpuFp8Specs, ValidOnHost) {
   }
 }
 
+// Causal hdim 256 on the sectioned order as a device list (plan.cpp section_list): by the rule
+// (a small L2 budget cuts sections) and forced with sections of 3 pairs, bottom-right and
+// top-left, GQA, a partial last q-block and key block.
+TEST(GpuFp8SectionList, Hdim256Causal) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  for (const bool forced : {false, true}) {
+    for (const bool top_left : {false, true}) {
+      CaseSpec s = forced ? F8(2, 700, 900, 8, 2, true, 60 + top_left) : F8(1, 1500, 1500, 12, 4, true, 62 + top_left);
+      s.dim_qk = s.dim_v = 256;
+      if (top_left) s.mask.align = CausalAlign::top_left;
+      Case c = testing::make_case(s);
+      c.args.l2_budget_bytes = 4 << 20;
+      detail::Overrides ov;
+      if (forced) {
+        ov.sections = 3;
+        ov.section_list = detail::Force::on;
+      }
+      const testing::OracleResult r = run_fp8(s, c, kAccEps, ov);
+      printf("fp8 section list %-54s err %.2e (bound %.2e)\n", testing::describe(s).c_str(), r.max_err, r.bound);
+      EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << ": " << r.failure;
+    }
+  }
+}
+
 // The range edge of P (fp8_scale.h). Every row's logits rise by just under the lazy-rescale
 // threshold from one key block to the next in the order the kernel visits them (the last block
 // first), with every key of a block at that block's level: the running max never moves, so the
