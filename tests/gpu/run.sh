@@ -161,6 +161,8 @@ bench() {  # stage name, bench.py suite flags...: tables to stdout, numbers to $
   grep -E "row failed|Traceback|Error" "$LOGS/$name.log" | head -10 | tee -a "$SUM"
   sed -n '/^## /,$p' "$LOGS/$name.log"
 }
+# The hdim-256 section list's sanitizer cases (san, ssan): bf16 forced and by rule, fp8.
+SL='SectionList/GpuForward.MatchesReference/b2_sq1500_sk1700_h8x2_d256_causal_*:SectionList/GpuForward.MatchesReference/b1_sq3000_sk3000_h12x4_d256_causalTL_*:GpuFp8SectionList.*'
 for st in $STAGES; do
   case $st in
     prim) run primitives "$BIN/test_gpu_primitives" ;;
@@ -178,14 +180,18 @@ for st in $STAGES; do
       run racecheck_features compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Features/GpuForward.MatchesReference/b2_sq500_sk640*'
       # Issue 6: the dynamic tile ids (shared-memory slot) and the ragged tile-list pre-kernel.
       run memcheck_sched compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles'
-      run racecheck_sched compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles' ;;
+      run racecheck_sched compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles'
+      # The hdim-256 section list: its pre-kernel's writes and the roles' list reads (global
+      # memory; the kernel's shared-memory use is the dense kind's).
+      run memcheck_slist compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$SL" ;;
     fsan)  # fp8: the V transposer's shared-memory writes (generic proxy) read by wgmma, the Vt ring
       F8='Fp8/GpuFp8.MatchesReference/b2_sq300_sk300_h4x4_s1:Fp8/GpuFp8.MatchesReference/b4_sq400_sk600_h4x2_s12:Fp8/GpuFp8.MatchesReference/*_s36:Fp8/GpuFp8.MatchesReference/*_s52'
       run memcheck_fp8 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$F8"
       run racecheck_fp8 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Fp8/GpuFp8.MatchesReference/b2_sq300_sk300_h4x4_s1:Fp8/GpuFp8.MatchesReference/b4_sq400_sk600_h4x2_s12:Fp8/GpuFp8.MatchesReference/*_s52' ;;
     ssan)  # the scheduler's sanitizer runs of san alone
       run memcheck_sched compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles'
-      run racecheck_sched compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles' ;;
+      run racecheck_sched compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='GpuBatchInvariance.ManySmallTiles'
+      run memcheck_slist compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$SL" ;;
     psan)
       PF='Paged/GpuPaged.MatchesReference/b3_sq200_sk450_h4x2_d256_page64_s6:Paged/GpuPaged.MatchesReference/b4_sq300_sk600_h4x2_d128_page128_s9:Paged/GpuPaged.MatchesReference/*_page16_s11:Paged/GpuPaged.MatchesReference/*_page3_s14:Paged/GpuPaged.MatchesReference/*_page24_s22:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s51:PagedVGroup/GpuPagedVGroup.MatchesReference/*_page16_s55:PagedMode/GpuPagedMode.MatchesReference/gather_*_s71:PagedMode/GpuPagedMode.MatchesReference/gather_*_s87:PagedMode/GpuPagedMode.MatchesReference/lanes_*_s71:GpuPagedCheck.*:Paged/GpuPaged.MatchesReference/*_s73:Paged/GpuPaged.MatchesReference/*_s74:Paged/GpuPaged.MatchesReference/*_s76'
       run memcheck_paged compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$PF"

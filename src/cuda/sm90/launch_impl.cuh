@@ -67,6 +67,11 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
     if (want_slist) {
       fill_schedule_constants(&sec, grid);
       slist_rounds = TileScheduler::section_list_rounds(sec);
+      // The list's padding (a round per section) must keep its entries 32-bit indexable
+      // (TileScheduler::decode); beyond that the call keeps the snake.
+      want_slist = slist_rounds * grid < int64_t(INT32_MAX);
+    }
+    if (want_slist) {
       p.lpt = 0;
       p.num_tiles = slist_rounds * grid;
     }
@@ -77,8 +82,9 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
     cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), size_t(p.num_tiles) * 16, a.stream);
     if (e != cudaSuccess) return e;
     p.tile_list = scratch;
-    tile_list_sections_kernel<1024><<<1, 1024, 0, a.stream>>>(sec, reinterpret_cast<int4*>(scratch), int32_t(slist_rounds),
-                                                              uint32_t(grid));
+    const int64_t entries = slist_rounds * grid;  // = p.num_tiles < 2^31
+    tile_list_sections_kernel<256><<<unsigned((entries + 255) / 256), 256, 0, a.stream>>>(
+        sec, reinterpret_cast<int4*>(scratch), int32_t(slist_rounds), uint32_t(grid));
     e = cudaGetLastError();
     if (e != cudaSuccess) {
       cudaFreeAsync(scratch, a.stream);

@@ -158,17 +158,18 @@ __global__ void __launch_bounds__(kTileListThreads)
 }
 
 // The dense kinds without the sectioned snake (hdim 256; KernelConfig kSectionList): the
-// sectioned LPT schedule written out (TileScheduler::section_list_entry), one thread per CTA
-// of the forward kernel's grid `g`, `rounds` entries each (section_list_rounds). A template
-// (on its block size) like the kernel above, so that every launch file may instantiate it.
+// sectioned LPT schedule written out (TileScheduler::section_list_entry), one thread per entry
+// (round k, CTA c) of the forward kernel's grid `g`, `rounds` rounds (section_list_rounds). A
+// template (on its block size) like the kernel above, so that every launch file may
+// instantiate it.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     tile_list_sections_kernel(const __grid_constant__ FwdParams sec, int4* list, int32_t rounds, uint32_t g) {
-  for (uint32_t c = threadIdx.x; c < g; c += kThreads)
-    for (int32_t k = 0; k < rounds; ++k) {
-      const TileCoord tc = TileScheduler::section_list_entry(sec, k, g, c);
-      list[int64_t(k) * g + c] = make_int4(tc.b, tc.h, tc.m_block, 0);
-    }
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= int64_t(rounds) * g) return;
+  const int64_t k = i / g;
+  const TileCoord tc = TileScheduler::section_list_entry(sec, k, g, uint32_t(i - k * g));
+  list[i] = make_int4(tc.b, tc.h, tc.m_block, 0);
 }
 #endif
 
