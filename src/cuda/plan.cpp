@@ -84,17 +84,17 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   }
   if (pack) ragged = features = true;
   // Causal on a dense kind without the sectioned snake (tile_size.h lpt_sections false: hdim
-  // 256) orders its tiles by one global LPT list, rank-major over every (batch, head) pair: where
-  // the pairs' K/V exceed the L2 budget and fewer than 3 running tiles share a pair, the running
-  // tiles read most pairs' K/V at once and stream it from DRAM (docs/PERFORMANCE.md, hdim 256
-  // causal with batch > 1). The ragged kind with its sequence-major tile list runs those (a
-  // dense layout is its input too). Overrides::tile_list forces it either way.
+  // 256) runs the sectioned order as a device list (section_list below). Where the pairs' K/V
+  // exceed the L2 budget, fewer than 3 running tiles share a pair and the queries are short
+  // (at most 16 q-blocks), the ragged kind's sequence-major tile list measured faster (a dense
+  // layout is its input too; docs/PERFORMANCE.md, "hdim 256 causal on the sectioned order").
+  // Overrides::tile_list forces it either way.
   bool l2_list = false;
   const sm90::TileConfig dense = sm90::dense_tile(d);
   if (causal && !features && !p.fp8 && feat_fits && !dense.lpt_sections && !cp) {
     const int64_t pairs = p.heads_q * p.batch, m_blocks = (p.max_seq_q + dense.block_m - 1) / dense.block_m;
     const int64_t kv_bytes = p.batch * p.heads_kv * p.max_seq_k * (p.dim_qk + p.dim_v) * 2;
-    l2_list = decide(ov.tile_list, 3 * pairs > num_sms && pairs * m_blocks >= num_sms &&
+    l2_list = decide(ov.tile_list, 3 * pairs > num_sms && pairs * m_blocks >= num_sms && m_blocks <= 16 &&
                                        kv_bytes > sm90::l2_budget(a.l2_budget_bytes, l2_bytes));
   }
   if (l2_list) ragged = features = true;
