@@ -18,31 +18,41 @@ __device__ __forceinline__ void transpose4x4(uint32_t a, uint32_t b, uint32_t c,
 
 // Block (batch x key tile, head): 128 keys x dim bytes through shared memory, 2 dim threads.
 // Loads: 16 bytes per thread and row segment (coalesced rows of V). Then thread (g, q) (g: the
-// 16-key group, q: 4 columns of V) reads its 16 keys' 4-byte words (a warp reads 32
-// consecutive words of one row: no bank conflict), and each 4 x 4 byte transpose of keys (2t,
-// 2t + 1, 8 + 2t, 9 + 2t) gives word t of its 4 Vt rows (the permutation of sm90/fp8.cuh):
-// four 16-byte stores.
+// 16-key group, q: 4 columns of V) reads its 16 keys' 4-byte words, and each 4 x 4 byte
+// transpose of keys (2t, 2t + 1, 8 + 2t, 9 + 2t) gives word t of its 4 Vt rows (the
+// permutation of sm90/fp8.cuh): four 16-byte stores.
+// g runs fastest within a warp (4 q x 8 g), so each store instruction of a warp writes 4 Vt
+// rows x 128 contiguous bytes (whole lines) rather than 32 rows x 16 bytes. Its shared-memory
+// reads (8 rows 16 apart, one 16-byte segment of 4 q) then fall on one bank group unless the
+// rows' segments are swizzled: segment s of row r sits at s ^ (r / 16 % 8) in rows of 256
+// bytes (16 segments; dims below 256 leave some unused), which puts the warp's 8 rows on 8
+// distinct 4-bank groups.
+constexpr int kRowBytes = 256;
+__device__ __forceinline__ int32_t swz(int32_t r, int32_t s) { return r * kRowBytes + ((s ^ ((r >> 4) & 7)) << 4); }
+
 __global__ void transpose_v_kernel(const uint8_t* __restrict__ v, int64_t sb, int64_t ss, int64_t sh, int32_t seq_k,
                                    int32_t dim, int32_t heads, int64_t keys_pad, int32_t tiles,
                                    uint8_t* __restrict__ vt) {
-  extern __shared__ uint4 tile4[];  // [kKeys][dim + 16] bytes
+  __shared__ uint4 tile4[kKeys * kRowBytes / 16];
   uint8_t* tile = reinterpret_cast<uint8_t*>(tile4);
-  const int32_t pitch = dim + 16, segs = dim / 16, nthreads = int32_t(blockDim.x);
+  const int32_t segs = dim / 16, nthreads = int32_t(blockDim.x);
   const int32_t b = int32_t(blockIdx.x / unsigned(tiles)), h = int32_t(blockIdx.y);
   const int64_t k0 = int64_t(blockIdx.x - unsigned(b) * unsigned(tiles)) * kKeys;
   const uint8_t* src = v + b * sb + h * sh;
+#pragma unroll 4
   for (int32_t i = threadIdx.x; i < kKeys * segs; i += nthreads) {
     const int32_t r = i / segs, s = i - r * segs;
     uint4 x = make_uint4(0, 0, 0, 0);
     if (k0 + r < seq_k) x = *reinterpret_cast<const uint4*>(src + (k0 + r) * ss + s * 16);
-    *reinterpret_cast<uint4*>(tile + r * pitch + s * 16) = x;
+    *reinterpret_cast<uint4*>(tile + swz(r, s)) = x;
   }
   __syncthreads();
-  const int32_t quads = dim / 4, q = int32_t(threadIdx.x) % quads, g = int32_t(threadIdx.x) / quads;
+  const int32_t g = int32_t(threadIdx.x) & 7, q = int32_t(threadIdx.x) >> 3;
   if (k0 + 16 * g >= keys_pad) return;
   uint32_t w[16];
 #pragma unroll
-  for (int i = 0; i < 16; ++i) w[i] = *reinterpret_cast<const uint32_t*>(tile + (16 * g + i) * pitch + 4 * q);
+  for (int i = 0; i < 16; ++i)
+    w[i] = *reinterpret_cast<const uint32_t*>(tile + swz(16 * g + i, q >> 2) + 4 * (q & 3));
   uint32_t rows[4][4];  // [Vt row j][word t]
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
@@ -66,8 +76,7 @@ cudaError_t launch_transpose_v_e4m3(const Tensor& v, uint8_t* vt, cudaStream_t s
   // Grid x: (batch, key tile), y: heads (fp8_vt_fits).
   if (dim > 256 || dim % 16 != 0 || !fp8_vt_fits(batch, seq_k, heads)) return cudaErrorInvalidValue;
   const dim3 grid(unsigned(batch * tiles), unsigned(heads));
-  const size_t smem = size_t(kKeys) * size_t(dim + 16);  // <= 34 KB
-  transpose_v_kernel<<<grid, unsigned(2 * dim), smem, stream>>>(static_cast<const uint8_t*>(v.data), v.stride[0],
+  transpose_v_kernel<<<grid, unsigned(2 * dim), 0, stream>>>(static_cast<const uint8_t*>(v.data), v.stride[0],
                                                                 v.stride[1], v.stride[2], int32_t(seq_k), int32_t(dim),
                                                                 int32_t(heads), keys_pad, int32_t(tiles), vt);
   return cudaGetLastError();
