@@ -75,6 +75,9 @@ def parse(argv=None):
     a = ap.parse_args(argv)
     if a.quick:
         a.rounds = min(a.rounds, 2)
+    other = [s for s in SUITES if getattr(a, s) and s not in ("variants", "fp8")]
+    if a.shapes and (other or not (a.variants or a.fp8)):
+        ap.error("--shapes: only with --variants and / or --fp8 (and no other suite)")
     return a
 
 

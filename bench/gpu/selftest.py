@@ -62,7 +62,7 @@ def test_suites():
     assert shapes.parse_shapes("4x4096:16/8:256:causal; 1x16384:16/16:128", "e4m3") == [
         Case(4, 4096, 4096, 16, 8, 256, True, "e4m3"), Case(1, 16384, 16384, 16, 16, 128, False, "e4m3"),
         Case(1, 16384, 16384, 16, 16, 128, True, "e4m3")]
-    for bad in ("4x4096:16/16", "4x4096:16/16:256:both"):
+    for bad in ("4x4096:16/16", "4x4096:16/16:256:both", "4x0:16/16:256", "4x4096:16/6:128", "4xa:16/16:64"):
         try:
             shapes.parse_shapes(bad, "bf16")
             raise AssertionError(bad)

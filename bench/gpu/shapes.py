@@ -201,16 +201,23 @@ def variant_rows(dtype="bf16"):
 
 def parse_shapes(text, dtype):
     """--shapes: 'BxS:HQ/HK:D[:causal|full];...' (both masks where none is named), e.g.
-    '4x4096:16/16:256:causal;1x16384:16/16:256', as Cases of `dtype`."""
+    '4x4096:16/16:256:causal;1x16384:16/16:256', as Cases of `dtype` (the --variants and --fp8
+    suites' rows; bench.py refuses it with other suites)."""
     out = []
     for item in filter(None, (t.strip() for t in text.split(";"))):
         parts = item.split(":")
         if len(parts) not in (3, 4) or parts[3:] not in ([], ["causal"], ["full"]):
             raise ValueError(f"--shapes: '{item}' is not BxS:HQ/HK:D[:causal|full]")
-        b, s = (int(x) for x in parts[0].split("x"))
-        hq, hk = (int(x) for x in parts[1].split("/"))
+        try:
+            b, s = (int(x) for x in parts[0].split("x"))
+            hq, hk = (int(x) for x in parts[1].split("/"))
+            d = int(parts[2])
+        except ValueError:
+            raise ValueError(f"--shapes: '{item}' is not BxS:HQ/HK:D[:causal|full]") from None
+        if min(b, s, hq, hk, d) <= 0 or hq % hk:
+            raise ValueError(f"--shapes: '{item}': sizes must be positive and HQ a multiple of HK")
         masks = (False, True) if len(parts) == 3 else (parts[3] == "causal",)
-        out += [Case(b, s, s, hq, hk, int(parts[2]), c, dtype) for c in masks]
+        out += [Case(b, s, s, hq, hk, d, c, dtype) for c in masks]
     return out
 
 

@@ -22,11 +22,13 @@ __device__ __forceinline__ void transpose4x4(uint32_t a, uint32_t b, uint32_t c,
 // transpose of keys (2t, 2t + 1, 8 + 2t, 9 + 2t) gives word t of its 4 Vt rows (the
 // permutation of sm90/fp8.cuh): four 16-byte stores.
 // g runs fastest within a warp (4 q x 8 g), so each store instruction of a warp writes 4 Vt
-// rows x 128 contiguous bytes (whole lines) rather than 32 rows x 16 bytes. Its shared-memory
-// reads (8 rows 16 apart, one 16-byte segment of 4 q) then fall on one bank group unless the
-// rows' segments are swizzled: segment s of row r sits at s ^ (r / 16 % 8) in rows of 256
-// bytes (16 segments; dims below 256 leave some unused), which puts the warp's 8 rows on 8
-// distinct 4-bank groups.
+// rows x 128 contiguous bytes (whole lines where keys_pad is a multiple of 128) rather than 32
+// rows x 16 bytes. The warp's shared-memory reads (8 rows 16 apart, one 16-byte segment of 4
+// q) would then fall on one bank group unless the rows' segments are swizzled: segment s of
+// row r sits at s ^ (r / 16 % 8) in rows of 256 bytes, which puts the 8 rows on 8 distinct
+// 4-bank groups. At dim 256 (the fp8 hdim-256 kernel, this transpose's one user) the loads'
+// shared-memory stores are conflict-free too; narrower dims leave segments unused and their
+// stores would conflict 2-8 ways (correct, slower).
 constexpr int kRowBytes = 256;
 __device__ __forceinline__ int32_t swz(int32_t r, int32_t s) { return r * kRowBytes + ((s ^ ((r >> 4) & 7)) << 4); }
 

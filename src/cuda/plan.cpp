@@ -201,7 +201,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   const int64_t key_blocks = (p.max_seq_k + tc.block_n - 1) / tc.block_n;
   pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || pl.tile_list || sm90::dynamic_worth(key_blocks) ||
                                       (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)));
-  // Causal hdim 256 (the dense kinds without the sectioned snake, bf16 / f16 and e4m3): the
+  // Causal hdim 256 (the dense kinds without the sectioned snake, bf16 / f16 and e4m3; head
+  // dims below 256 that run on those kernels take the feature kind and keep its snake): the
   // sectioned order as a device list (KernelConfig kSectionList), which keeps the running
   // tiles' K/V inside the L2 where the global snake streams it from DRAM. The launch builds it
   // only where the L2 rule cuts sections (launch_impl.cuh want_slist). Calls the l2_list rule

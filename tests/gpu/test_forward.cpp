@@ -497,7 +497,7 @@ INSTANTIATE_TEST_SUITE_P(SeqUsedQList, GpuForward, ::testing::ValuesIn(listed(se
 INSTANTIATE_TEST_SUITE_P(ChunkWindow, GpuForward, ::testing::ValuesIn(chunk_window_cases()), case_name);
 // Causal hdim 256 on the sectioned order as a device list (KernelConfig kSectionList, by rule
 // or Overrides::section_list): several L2 sections, bottom-right and top-left, GQA, a partial
-// last q-block and key block.
+// last q-block and key block, f16, and split-KV (the split is the list's batch index).
 std::vector<Shape> section_list_cases() {
   std::vector<Shape> v;
   for (auto [b, sq, sk, hq, hkv] : {std::array<int64_t, 5>{1, 2000, 2000, 16, 16}, std::array<int64_t, 5>{2, 1500, 1700, 8, 2},
@@ -510,10 +510,18 @@ std::vector<Shape> section_list_cases() {
       if (hq != 12) s.ov.sections = 3;  // forced: sections of 3 pairs (the rule keeps one here)
       // 12 heads: the shipped rules alone (plan.cpp builds the list where sections are cut).
       if (hq != 12) s.ov.section_list = detail::Force::on;
+      if (hq == 16 && top_left) s.in = s.out = DType::f16;
       s.seed = uint64_t(sq + hq + (top_left ? 7 : 0));
       v.push_back(s);
     }
   }
+  Shape s = dense_shape(1, 300, 6000, 8, 2, 256, true);  // 3 key splits: 24 (split, head) pairs
+  s.ov.kv_splits = 3;
+  s.l2_budget = 4 << 20;
+  s.ov.sections = 4;
+  s.ov.section_list = detail::Force::on;
+  s.seed = 612;
+  v.push_back(s);
   return v;
 }
 INSTANTIATE_TEST_SUITE_P(SectionList, GpuForward, ::testing::ValuesIn(section_list_cases()), case_name);

@@ -356,32 +356,38 @@ TEST(GpuPlanRule, SmMarginLongTilesTakeTheCounter) {
   }
 }
 
-// plan.cpp's tile-list rule for the hdim-256 kinds, on the host (no GPU, no memory touched):
-// causal calls whose (batch, head) pairs' K/V exceed the L2 budget with fewer than 3 running
-// tiles per pair take the ragged kind's tile list; few pairs, non-causal, fp8 and hdim 128
-// keep the dense kind.
-TEST(GpuPlanRule, Hdim256CausalBeyondL2TakesTheTileList) {
+// plan.cpp's tile-order rules for the hdim-256 kinds, on the host (no GPU, no memory touched):
+// causal calls of at most 16 q-blocks whose (batch, head) pairs' K/V exceed the L2 budget with
+// fewer than 3 running tiles per pair take the ragged kind's tile list; other causal calls on
+// the hdim-256 dense kinds (bf16 / f16, e4m3) take the section list (built at launch where the
+// L2 rule cuts sections); non-causal, hdim 128 and context-parallel calls take neither.
+TEST(GpuPlanRule, Hdim256CausalTileOrder) {
+  enum Order { snake, ragged_list, section_list };
   struct C {
     int64_t batch, seq, heads, dim;
     bool causal;
     DType dt;
-    bool list;
+    Order order;
+    int cp_world = 0;
   };
   const C cases[] = {
-      {4, 4096, 16, 256, true, DType::bf16, true},   {8, 2048, 16, 256, true, DType::bf16, true},
-      {4, 4096, 32, 256, true, DType::f16, true},    {2, 8192, 16, 256, true, DType::bf16, false},
-      {1, 8192, 16, 256, true, DType::bf16, false},  {4, 4096, 16, 256, false, DType::bf16, false},
-      {4, 4096, 16, 256, true, DType::e4m3, false},  {4, 4096, 16, 128, true, DType::bf16, false},
-      {4, 384, 12, 256, true, DType::bf16, false},   // 48 pairs, but their K/V within the L2 budget
+      {8, 2048, 16, 256, true, DType::bf16, ragged_list},   {16, 1024, 16, 256, true, DType::f16, ragged_list},
+      {4, 4096, 16, 256, true, DType::bf16, section_list},  {4, 4096, 32, 256, true, DType::f16, section_list},
+      {2, 8192, 16, 256, true, DType::bf16, section_list},  {1, 8192, 16, 256, true, DType::bf16, section_list},
+      {4, 4096, 16, 256, true, DType::e4m3, section_list},  {8, 2048, 16, 256, true, DType::e4m3, section_list},
+      {4, 4096, 16, 256, false, DType::bf16, snake},        {4, 4096, 16, 128, true, DType::bf16, snake},
+      {4, 384, 12, 256, true, DType::bf16, section_list},   // 48 pairs within the L2 budget: the launch keeps the snake
+      {1, 5120, 16, 256, true, DType::bf16, snake, 2},      // context parallelism (c = 2560): the snake
   };
   const Device gpu{DeviceKind::cuda, 0};
   // Distinct, never dereferenced addresses (the checks refuse overlapping outputs).
   auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
   for (const C& c : cases) {
+    const int64_t world = c.cp_world > 0 ? c.cp_world : 1;
     Args a;
     a.q = make_tensor(fake(0), c.dt, {c.batch, c.seq, c.heads, c.dim}, gpu);
-    a.k = make_tensor(fake(1), c.dt, {c.batch, c.seq, c.heads, c.dim}, gpu);
-    a.v = make_tensor(fake(2), c.dt, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    a.k = make_tensor(fake(1), c.dt, {world * c.batch, c.seq, c.heads, c.dim}, gpu);
+    a.v = make_tensor(fake(2), c.dt, {world * c.batch, c.seq, c.heads, c.dim}, gpu);
     a.out = make_tensor(fake(3), c.dt == DType::e4m3 ? DType::bf16 : c.dt, {c.batch, c.seq, c.heads, c.dim}, gpu);
     if (c.dt == DType::e4m3) {
       a.q_descale = make_tensor(fake(4), DType::f32, {c.batch, c.heads}, gpu);
@@ -389,15 +395,23 @@ TEST(GpuPlanRule, Hdim256CausalBeyondL2TakesTheTileList) {
       a.v_descale = make_tensor(fake(6), DType::f32, {c.batch, c.heads}, gpu);
     }
     a.mask.causal = c.causal;
+    if (c.cp_world > 0) {
+      a.cp_world = c.cp_world;
+      a.cp_rank = 0;
+    }
+    const std::string what = "b" + std::to_string(c.batch) + " s" + std::to_string(c.seq) + " h" +
+                             std::to_string(c.heads) + " d" + std::to_string(c.dim) + (c.causal ? " causal" : "") +
+                             " dtype " + std::to_string(int(c.dt)) + " cp " + std::to_string(c.cp_world);
     detail::Problem p;
     const Status st = detail::build_problem(a, &p);
-    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_TRUE(st.ok()) << what << ": " << st.message();
     cuda::ForwardPlan plan;
-    ASSERT_TRUE(cuda::plan_forward(a, p, {}, 132, int64_t(50) << 20, &plan).ok());
-    const bool list = plan.kernel == cuda::sm90::Kernel::ragged && plan.tile_list;
-    EXPECT_EQ(list, c.list) << "b" << c.batch << " s" << c.seq << " h" << c.heads << " d" << c.dim
-                            << (c.causal ? " causal" : "") << " dtype " << int(c.dt);
-    if (!c.list) EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::dense);
+    ASSERT_TRUE(cuda::plan_forward(a, p, {}, 132, int64_t(50) << 20, &plan).ok()) << what;
+    const Order got = plan.kernel == cuda::sm90::Kernel::ragged && plan.tile_list ? ragged_list
+                      : plan.section_list                                          ? section_list
+                                                                                   : snake;
+    EXPECT_EQ(got, c.order) << what;
+    if (c.order != ragged_list) EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::dense) << what;
   }
 }
 

@@ -219,13 +219,13 @@ TEST(GpuFp8Specs, ValidOnHost) {
 }
 
 // Causal hdim 256 on the sectioned order as a device list (plan.cpp section_list): by the rule
-// (a small L2 budget cuts sections) and forced with sections of 3 pairs, bottom-right and
-// top-left, GQA, a partial last q-block and key block.
+// (a 4 MB L2 budget: sections of 11 of the 12 pairs at 3000 keys) and forced with sections of
+// 3 pairs, bottom-right and top-left, GQA, a partial last q-block and key block.
 TEST(GpuFp8SectionList, Hdim256Causal) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   for (const bool forced : {false, true}) {
     for (const bool top_left : {false, true}) {
-      CaseSpec s = forced ? F8(2, 700, 900, 8, 2, true, 60 + top_left) : F8(1, 1500, 1500, 12, 4, true, 62 + top_left);
+      CaseSpec s = forced ? F8(2, 700, 900, 8, 2, true, 60 + top_left) : F8(1, 3000, 3000, 12, 4, true, 62 + top_left);
       s.dim_qk = s.dim_v = 256;
       if (top_left) s.mask.align = CausalAlign::top_left;
       Case c = testing::make_case(s);

@@ -90,6 +90,9 @@ struct KernelConfig {
   static_assert(!kFp8 || (kBlockN % 128 == 0 && !kPagedTeam), "fp8: Vt rows of 128 keys; paged K/V by TMA boxes");
   static_assert(!kVtGlobal || (kKind_ == Kernel::dense && kBlockN == 128), "fp8 Vt from global memory: the dense kind, one box per block");
   static_assert(!kFp8 || kHeadDimV <= 128 || kVtGlobal, "fp8 above 128: no room for the transposer");
+  // launch_impl.cuh's one scratch pointer holds either the section list or the ragged list and
+  // the counter; the section list also turns the snake (p.lpt) off after want_dynamic is decided.
+  static_assert(!(kSectionList && (kDynamic || kRagged)), "the section list excludes the counter and the ragged list");
   static_assert(kHeadDimV == kHeadDim || kRagged, "split head dims run the ragged kernels only");
   static_assert(!kPack || kHeadDimV == kHeadDim, "packed GQA: equal q / v head dims");
 };

@@ -37,7 +37,8 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
   }
   FwdParams p = a.p;
   // Stream-ordered scratch (freed after the kernel, no library state): the dynamic tile
-  // counter (16 bytes) and the ragged tile list (tile_list.cuh).
+  // counter (16 bytes) and the ragged tile list, or the section list (tile_list.cuh; never
+  // both: KernelConfig's static_assert).
   bool want_list = false, want_dynamic = false;
   if constexpr (Cfg::kRagged) want_list = a.tile_list && a.list_items > 0;
   FwdParams pre = p;  // the tile-list pre-kernel sees the real batch

@@ -16,7 +16,8 @@ struct FwdParams {
   // Scheduling (scheduler.cuh, schedule_rule.h): (batch, head) pairs per L2 section; lpt:
   // tiles of unequal cost (causal), dealt longest first in snake order; tile_list: ragged
   // batches, device list of int32 (b, h, m_block, 0) tiles in dealing order, b = -1 padding
-  // after the live ones (tile_list.cuh builds it before the launch).
+  // after the live ones (tile_list.cuh builds it before the launch); or the hdim-256 section
+  // list (kSectionList): entry k * grid + c is CTA c's k-th tile, b = -1 after its last.
   // tile_counter: dynamic assignment (scheduler.cuh DynamicTiles), a device counter zeroed
   // before the launch; null: the static snake.
   int64_t section_bh = 1;

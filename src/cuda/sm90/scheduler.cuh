@@ -7,14 +7,16 @@
 // Causal (lpt): inside each section, longest tiles first (LPT), snake-dealt to balance CTAs.
 // Ragged batches (tile_list): a device list of (sequence, head, q-block) tiles, sequence-major
 // (sequences heaviest first, one kv head at a time; tile_list.cuh), snake-dealt or taken from
-// the counter; no empty tiles.
+// the counter; no empty tiles. The hdim-256 dense kinds (causal, sections cut): the sectioned
+// LPT snake written out as a device list (section_list_entry; KernelConfig kSectionList), id
+// k * grid + c for CTA c's k-th tile, since their producer has no registers for tile_id<true>.
 // Persistent grid of #SMs CTAs (no gridDim.y/z); producer and consumers of a CTA walk the
 // same deterministic tile sequence, so no tile ids cross between them.
 // Dynamic assignment (LPT kernels of hdim 64 / 128, p.tile_counter set): the CTAs take tile
 // ids from one atomic counter in id order instead of the static snake, so a CTA that drew
 // short tiles takes more and the tail does not idle SMs; see DynamicTiles. NOTES: an
 // earlier version made ptxas spill the hdim-256 consumer (156 bytes at 232 registers), so
-// hdim 256 (TileConfig::lpt_sections false) keeps the static snake.
+// hdim 256 (TileConfig::lpt_sections false) keeps a static order (the snake or its list).
 // The kernel only sees tile_id() / decode() / DynamicTiles.
 #pragma once
 
@@ -93,8 +95,9 @@ struct TileScheduler {
   // with one-pair sections (the non-causal rule) q-blocks of one head run fastest. Without
   // sections (rank slowest over all heads) the CTAs running at once all read different heads
   // and K/V came from DRAM (causal 1k ran at 0.65x cuDNN).
-  // kList (ragged kernels): entry t of the device tile list, (b, h, m_block) in dealing order
-  // (tile_list.cuh); b < 0 is padding: the caller stops (its later ids are padding too).
+  // kList (ragged kernels, kSectionList): entry t of the device tile list, (b, h, m_block) in
+  // dealing order (tile_list.cuh); b < 0 is padding: the caller stops (its later ids are
+  // padding too: the section list pads each CTA's column after its last tile).
   template <bool kList = false>
   LONGATTN_HD static TileCoord decode(const FwdParams& p, int64_t t) {
     const uint32_t nm = uint32_t(p.num_m_blocks), nh = uint32_t(p.heads_q), tt = uint32_t(t);

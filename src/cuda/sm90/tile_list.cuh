@@ -1,4 +1,5 @@
-// Ragged batches: the tile list the scheduler deals (scheduler.cuh, kList).
+// Device-built tile lists the scheduler reads (scheduler.cuh, kList): ragged batches' (below),
+// and the hdim-256 dense kinds' sectioned causal order (tile_list_sections_kernel, at the end).
 //
 // The host does not know the sequence lengths (cu_seqlens / seqused_q / seqused_k are device
 // pointers), so a one-CTA pre-kernel on the caller's stream builds, before the forward kernel,

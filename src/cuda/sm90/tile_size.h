@@ -17,7 +17,8 @@ struct TileConfig {
   int producer_regs;  // setmaxnreg for the producer warpgroup
   int consumer_regs;  // setmaxnreg for each consumer warpgroup
   int q_stages = 1;   // Q buffers: 2 lets the next tile's Q land while this tile finishes
-  bool lpt_sections = true;  // causal: L2-section LPT schedule (else one global LPT snake)
+  bool lpt_sections = true;  // causal: L2-section LPT snake (else the dense kind reads that order from a
+                             // device list, kernel_config.cuh kSectionList, and the others run one global snake)
 };
 
 // NOTES: setmaxnreg splits must fit the entry allocation: 128 * producer + 256 * consumer
@@ -40,8 +41,8 @@ constexpr TileConfig dense_tile(int head_dim) {
   if (head_dim <= 192) return {128, 112, 2, 2, 32, 232, 1};
   // hdim 256: O alone takes 128 registers; 128 x 80 (224 KB smem) at 24/240. The sectioned
   // causal schedule does not fit there (producer spills at 24 and 32 registers, consumer at
-  // 232), so hdim 256 keeps the global one; the sectioned 128 x 64 tile at 40/224 was slower
-  // (docs/PERFORMANCE.md).
+  // 232), so hdim 256 reads that order from a device list (kernel_config.cuh kSectionList);
+  // the sectioned 128 x 64 tile at 40/224 was slower (docs/PERFORMANCE.md).
   return {128, 80, 2, 2, 24, 240, 1, false};
 }
 
