@@ -204,13 +204,15 @@ double dynamic_makespan(const FwdParams& p, int64_t grid, const std::vector<int6
   return double(end);
 }
 
-// The static snake's makespan: the most work any CTA gets (sectioned schedule).
+// The static snake's makespan: the most work any CTA gets (sectioned schedule; kSections
+// false: the one global snake).
+template <bool kSections = true>
 int64_t static_makespan(const FwdParams& p, int64_t grid, const std::vector<int64_t>& cost_of_tile) {
   int64_t end = 0;
   for (int64_t c = 0; c < grid; ++c) {
     int64_t w = 0;
     for (int64_t k = 0;; ++k) {
-      const int64_t t = TileScheduler::tile_id<true>(p, k, uint32_t(grid), uint32_t(c));
+      const int64_t t = TileScheduler::tile_id<kSections>(p, k, uint32_t(grid), uint32_t(c));
       if (t < 0) break;
       w += cost_of_tile[size_t(t)];
     }
@@ -419,16 +421,7 @@ TEST(TileScheduler, SectionListReplaysTheSectionedSnake) {
     fill_schedule_constants(&one, grid);
     std::vector<int64_t> cost(static_cast<size_t>(tiles), 0);
     for (int64_t t = 0; t < tiles; ++t) cost[size_t(t)] = TileScheduler::decode(one, t).m_block + 1 + 3;
-    int64_t snake_end = 0;
-    for (int64_t c = 0; c < grid; ++c) {
-      int64_t w = 0;
-      for (int64_t k = 0;; ++k) {
-        const int64_t t = TileScheduler::tile_id<false>(one, k, uint32_t(grid), uint32_t(c));
-        if (t < 0) break;
-        w += cost[size_t(t)];
-      }
-      snake_end = std::max(snake_end, w);
-    }
+    const int64_t snake_end = static_makespan<false>(one, grid, cost);
     const double ideal = double(total) / double(grid);
     printf("hdim 256 causal b%lld h%lld %lld: sections of %lld pairs, list %.3f, global snake %.3f of ideal\n",
            (long long)sh.batch, (long long)sh.heads, (long long)sh.seq, (long long)sec.section_bh,
