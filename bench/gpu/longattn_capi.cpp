@@ -33,7 +33,8 @@ extern "C" {
 
 /// Sets the internal overrides (src/common/overrides.h) for every later call, from a spec of
 /// comma-separated key=value pairs; "" restores the shipped rules. Keys: sections (N; 0: one
-/// section), splits (N; 0: none), tile_list, dynamic, pack_gqa, softcap_fixed (rule|off|on),
+/// section), splits (N; 0: none), tile_list, dynamic, section_list, section_rotate, pack_gqa,
+/// softcap_fixed (rule|off|on),
 /// paged_fill (rule|tma|lanes|gather),
 /// paged_group_k, paged_group_v (0|1), rescale_threshold (float; 0: always rescale).
 /// Returns 0, or 1 with a message naming the bad key or value.
@@ -73,6 +74,8 @@ int longattn_bench_set_overrides(const char* spec, char* err, int err_len) {
       ok = force(v, &o.dynamic);
     } else if (k == "section_list") {
       ok = force(v, &o.section_list);
+    } else if (k == "section_rotate") {
+      ok = force(v, &o.section_rotate);
     } else if (k == "pack_gqa") {
       ok = force(v, &o.pack_gqa);
     } else if (k == "softcap_fixed") {

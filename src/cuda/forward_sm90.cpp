@@ -445,6 +445,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   la.list_items = plan.list_items;
   la.dynamic = plan.dynamic;
   la.section_list = plan.section_list;
+  la.section_rotate = plan.section_rotate;
 
   SplitScratch split;
   if (plan.kv_splits > 1) {

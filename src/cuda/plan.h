@@ -36,6 +36,7 @@ struct ForwardPlan {
   int64_t list_items = 0;    // its capacity bound in items
   bool dynamic = false;      // the atomic tile counter where the kernel compiles it
   bool section_list = false; // causal, dense kinds without the sectioned snake: its order as a device list
+  bool section_rotate = true; // that list's sections dealt from rotating first CTAs
 };
 
 // The SMs a call's kernels may fill (the persistent grid, split-KV's count): all of the

@@ -497,7 +497,8 @@ INSTANTIATE_TEST_SUITE_P(SeqUsedQList, GpuForward, ::testing::ValuesIn(listed(se
 INSTANTIATE_TEST_SUITE_P(ChunkWindow, GpuForward, ::testing::ValuesIn(chunk_window_cases()), case_name);
 // Causal hdim 256 on the sectioned order as a device list (KernelConfig kSectionList, by rule
 // or Overrides::section_list): several L2 sections, bottom-right and top-left, GQA, a partial
-// last q-block and key block, f16, and split-KV (the split is the list's batch index).
+// last q-block and key block, f16, split-KV (the split is the list's batch index), and the
+// sections' first CTAs rotating (the rule) or not.
 std::vector<Shape> section_list_cases() {
   std::vector<Shape> v;
   for (auto [b, sq, sk, hq, hkv] : {std::array<int64_t, 5>{1, 2000, 2000, 16, 16}, std::array<int64_t, 5>{2, 1500, 1700, 8, 2},
@@ -511,6 +512,9 @@ std::vector<Shape> section_list_cases() {
       // 12 heads: the shipped rules alone (plan.cpp builds the list where sections are cut).
       if (hq != 12) s.ov.section_list = detail::Force::on;
       if (hq == 16 && top_left) s.in = s.out = DType::f16;
+      // Sections dealt from rotating first CTAs (the rule; 3-pair sections wrap the grid) and,
+      // here, all from CTA 0 (Overrides::section_rotate off).
+      if (hq == 8 && top_left) s.ov.section_rotate = detail::Force::off;
       s.seed = uint64_t(sq + hq + (top_left ? 7 : 0));
       v.push_back(s);
     }

@@ -370,16 +370,20 @@ TEST(TileScheduler, ZigzagCpCallsPerRank) {
 }
 
 // The sectioned order as a device list (KernelConfig kSectionList: hdim 256's dense kind, whose
-// producer has no registers for tile_id<true>): each CTA reading entries k * g + c until the
-// padding gets exactly the tiles, in the order, that tile_id<true> deals it, and every tile
-// once. The balance of that order (tile cost = key blocks + 3) against the one global snake the
-// kind runs without the list, on hdim-256 causal shapes (K/V of 1 KB per key and head).
+// producer has no registers for tile_id<true>). Unrotated, each CTA reading entries k * g + c
+// until the padding gets exactly the tiles, in the order, that tile_id<true> deals it. Both
+// modes: every tile once, and each CTA's column ends in padding within the list's rounds. The
+// balance (tile cost = key blocks + 3) of both against the one global snake the kind runs
+// without the list, on hdim-256 causal shapes (K/V of 1 KB per key and head): rotating the
+// sections' first CTA spreads their partial rounds (8 x 2k: 17-pair sections leave 8 tiles
+// each) and must never balance worse here.
 TEST(TileScheduler, SectionListReplaysTheSectionedSnake) {
   struct S {
-    int64_t batch, heads, seq;
+    int64_t batch, heads, seq, grid;
   };
-  for (const S& sh : {S{1, 16, 8192}, S{4, 16, 4096}, S{2, 16, 8192}, S{1, 32, 16384}, S{8, 16, 2048}}) {
-    const int64_t nm = sh.seq / 128, tiles = sh.batch * sh.heads * nm, grid = std::min<int64_t>(132, tiles);
+  for (const S& sh : {S{1, 16, 8192, 132}, S{4, 16, 4096, 132}, S{2, 16, 8192, 132}, S{1, 32, 16384, 132},
+                      S{8, 16, 2048, 132}, S{2, 16, 6144, 132}, S{1, 16, 12288, 132}, S{8, 16, 2048, 117}}) {
+    const int64_t nm = sh.seq / 128, tiles = sh.batch * sh.heads * nm, grid = std::min<int64_t>(sh.grid, tiles);
     FwdParams sec;
     sec.batch = sh.batch;
     sec.heads_q = sh.heads;
@@ -389,44 +393,96 @@ TEST(TileScheduler, SectionListReplaysTheSectionedSnake) {
     sec.lpt = 1;
     sec.section_bh = section_pairs(true, sh.batch * sh.heads, nm, grid, 1, sh.seq * 1024, 25 << 20);
     fill_schedule_constants(&sec, grid);
-    const int64_t rounds = TileScheduler::section_list_rounds(sec);
-    std::vector<TileCoord> list(size_t(rounds * grid));
-    for (int64_t k = 0; k < rounds; ++k)
-      for (int64_t c = 0; c < grid; ++c)
-        list[size_t(k * grid + c)] = TileScheduler::section_list_entry(sec, k, uint32_t(grid), uint32_t(c));
-    std::vector<int> seen(static_cast<size_t>(tiles), 0);
-    int64_t list_end = 0, total = 0;
-    for (int64_t c = 0; c < grid; ++c) {
-      int64_t k = 0, work = 0;
-      for (;; ++k) {
-        ASSERT_LT(k, rounds) << "a CTA ran past the list without meeting its padding";
-        const TileCoord e = list[size_t(k * grid + c)];
-        const int64_t t = TileScheduler::tile_id<true>(sec, k, uint32_t(grid), uint32_t(c));
-        if (e.b < 0) {
-          EXPECT_LT(t, 0);
-          break;
+    double end_of[2] = {0, 0}, ideal = 0;
+    for (const bool rotate : {false, true}) {
+      const int64_t rounds = TileScheduler::section_list_rounds(sec, uint32_t(grid), rotate);
+      std::vector<TileCoord> list(size_t(rounds * grid));
+      for (int64_t k = 0; k < rounds; ++k)
+        for (int64_t c = 0; c < grid; ++c)
+          list[size_t(k * grid + c)] = TileScheduler::section_list_entry(sec, k, uint32_t(grid), uint32_t(c), rotate);
+      std::vector<int> seen(static_cast<size_t>(tiles), 0);
+      int64_t list_end = 0, total = 0;
+      for (int64_t c = 0; c < grid; ++c) {
+        int64_t work = 0;
+        for (int64_t k = 0;; ++k) {
+          ASSERT_LT(k, rounds) << "a CTA ran past the list without meeting its padding";
+          const TileCoord e = list[size_t(k * grid + c)];
+          if (!rotate) {
+            const int64_t t = TileScheduler::tile_id<true>(sec, k, uint32_t(grid), uint32_t(c));
+            ASSERT_EQ(e.b < 0, t < 0);
+            if (t >= 0) {
+              const TileCoord d = TileScheduler::decode(sec, t);
+              EXPECT_TRUE(d.b == e.b && d.h == e.h && d.m_block == e.m_block);
+            }
+          }
+          if (e.b < 0) break;
+          ++seen[size_t((int64_t(e.b) * sh.heads + e.h) * nm + e.m_block)];
+          work += e.m_block + 1 + 3;
         }
-        ASSERT_GE(t, 0);
-        const TileCoord d = TileScheduler::decode(sec, t);
-        EXPECT_TRUE(d.b == e.b && d.h == e.h && d.m_block == e.m_block);
-        ++seen[size_t((int64_t(e.b) * sh.heads + e.h) * nm + e.m_block)];
-        work += e.m_block + 1 + 3;
+        list_end = std::max(list_end, work);
+        total += work;
       }
-      list_end = std::max(list_end, work);
-      total += work;
+      for (int v : seen) ASSERT_EQ(v, 1);
+      end_of[rotate] = double(list_end);
+      ideal = double(total) / double(grid);
     }
-    for (int v : seen) ASSERT_EQ(v, 1);
     FwdParams one = sec;  // the kind's order without the list: one global snake
     one.section_bh = sh.batch * sh.heads;
     fill_schedule_constants(&one, grid);
     std::vector<int64_t> cost(static_cast<size_t>(tiles), 0);
     for (int64_t t = 0; t < tiles; ++t) cost[size_t(t)] = TileScheduler::decode(one, t).m_block + 1 + 3;
     const int64_t snake_end = static_makespan<false>(one, grid, cost);
-    const double ideal = double(total) / double(grid);
-    printf("hdim 256 causal b%lld h%lld %lld: sections of %lld pairs, list %.3f, global snake %.3f of ideal\n",
-           (long long)sh.batch, (long long)sh.heads, (long long)sh.seq, (long long)sec.section_bh,
-           double(list_end) / ideal, double(snake_end) / ideal);
+    printf("hdim 256 causal b%lld h%lld %lld, grid %lld: sections of %lld pairs, list %.3f, rotated %.3f, global "
+           "snake %.3f of ideal\n",
+           (long long)sh.batch, (long long)sh.heads, (long long)sh.seq, (long long)grid, (long long)sec.section_bh,
+           end_of[0] / ideal, end_of[1] / ideal, double(snake_end) / ideal);
+    EXPECT_LE(end_of[1], end_of[0]);
   }
+}
+
+// The rotated list's closed form (TileScheduler::rotated_tile_id: a count per section and a
+// binary search) against dealing the sections one by one: section j's tiles, longest first,
+// snake-dealt over the CTAs renumbered to start at (j * sec_rem) mod g, appended to each CTA's
+// queue. Every small geometry: pairs, q-blocks, grids and section sizes.
+TEST(TileScheduler, RotatedSectionListMatchesDealing) {
+  int64_t checked = 0;
+  for (int64_t pairs = 1; pairs <= 24; ++pairs)
+    for (int64_t nm = 1; nm <= 12; ++nm)
+      for (int64_t grid = 1; grid <= 40; grid += (grid < 12 ? 1 : 5))
+        for (int64_t sec_bh = 1; sec_bh <= pairs; ++sec_bh) {
+          FwdParams p;
+          p.batch = 1;
+          p.heads_q = pairs;
+          p.num_m_blocks = nm;
+          p.num_tiles = pairs * nm;
+          p.causal = true;
+          p.lpt = 1;
+          p.section_bh = sec_bh;
+          fill_schedule_constants(&p, grid);
+          std::vector<std::vector<int64_t>> queue(static_cast<size_t>(grid));
+          const int64_t secs = (pairs + sec_bh - 1) / sec_bh;
+          for (int64_t j = 0; j < secs; ++j) {
+            const int64_t first = j * int64_t(p.sec_tiles), n = std::min<int64_t>(p.sec_tiles, p.num_tiles - first);
+            const int64_t start = (j * int64_t(p.sec_rem)) % grid;
+            for (int64_t i = 0; i < n; ++i) {
+              const int64_t round = i / grid, at = i % grid, v = (round & 1) ? grid - 1 - at : at;
+              queue[size_t((start + v) % grid)].push_back(first + i);
+            }
+          }
+          const int64_t rounds = TileScheduler::section_list_rounds(p, uint32_t(grid), true);
+          for (int64_t c = 0; c < grid; ++c) {
+            const std::vector<int64_t>& q = queue[size_t(c)];
+            ASSERT_LT(int64_t(q.size()), rounds) << "pairs " << pairs << " nm " << nm << " grid " << grid;
+            for (int64_t k = 0; k <= int64_t(q.size()); ++k) {
+              const int64_t t = TileScheduler::rotated_tile_id(p, k, uint32_t(grid), uint32_t(c));
+              ASSERT_EQ(t, k < int64_t(q.size()) ? q[size_t(k)] : -1)
+                  << "pairs " << pairs << " nm " << nm << " grid " << grid << " section " << sec_bh << " cta " << c
+                  << " k " << k;
+              ++checked;
+            }
+          }
+        }
+  EXPECT_GT(checked, 100000);
 }
 
 // Grids smaller than the device (Args::sm_margin): the static snake's sections are chosen for

@@ -69,18 +69,55 @@ struct TileScheduler {
     return int64_t(sec) * p.sec_tiles + int64_t(kk) * g + pos;
   }
   // The sectioned schedule as a list (KernelConfig kSectionList: kernels whose producer has
-  // no registers for tile_id<true>): entry k * g + c is CTA c's k-th tile under
-  // tile_id<true> with `sec`'s constants (decoded), or b = -1 once it has none. The kernel
-  // then takes ids k * g + c (p.lpt 0: no snake) and decode<true> reads the entry.
-  LONGATTN_HD static TileCoord section_list_entry(const FwdParams& sec, int64_t k, uint32_t g, uint32_t c) {
-    const int64_t t = tile_id<true>(sec, k, g, c);
+  // no registers for tile_id<true>): entry k * g + c is CTA c's k-th tile (decoded), or b = -1
+  // once it has none. The kernel then takes ids k * g + c (p.lpt 0: no snake) and decode<true>
+  // reads the entry. rotate false: exactly tile_id<true>'s order with `sec`'s constants.
+  // rotate true: section j is dealt as tile_id<true> deals a section, but starting at CTA
+  // (j * sec_rem) mod g, so the partial rounds' tiles of successive sections go to successive
+  // CTAs around the grid instead of CTAs 0..sec_rem-1 (or the top sec_rem) every time: with
+  // many sections that leave a few tiles over (e.g. 17 pairs of 16 q-blocks on 132 CTAs) those
+  // CTAs otherwise ran one extra tile per section. Only the list's pre-kernel computes it (one
+  // thread per entry, registers to spare), so it may search: the count of CTA c's tiles in the
+  // sections before j is closed-form, and a binary search over j finds the section of its k-th.
+  LONGATTN_HD static TileCoord section_list_entry(const FwdParams& sec, int64_t k, uint32_t g, uint32_t c,
+                                                  bool rotate) {
+    const int64_t t = rotate ? rotated_tile_id(sec, k, g, c) : tile_id<true>(sec, k, g, c);
     if (t < 0) return TileCoord{-1, 0, 0};
     return decode<false>(sec, t);
   }
-  // Rounds of the list: every CTA's tile count under the sectioned snake (at most one more
-  // than whole rounds per section), plus one of padding where each CTA stops.
-  LONGATTN_HD static int64_t section_list_rounds(const FwdParams& sec) {
-    return int64_t(sec.full_secs) * (sec.sec_rounds + 1) + sec.last_rounds + 1 + 1;
+  // CTA c's k-th tile under the rotated sectioned snake (section_list_entry), or -1.
+  LONGATTN_HD static int64_t rotated_tile_id(const FwdParams& sec, int64_t k, uint32_t g, uint32_t c) {
+    const int64_t rounds = sec.sec_rounds, rem = sec.sec_rem, full = sec.full_secs, gg = g, cc = c;
+    // Section j's partial-round tiles land on line positions [a + j * rem, a + (j + 1) * rem),
+    // position x on CTA x mod g: a forward partial round (even `rounds`) starts at the section's
+    // first CTA, a backward one ends just before it.
+    const int64_t a = (rounds & 1) ? gg - rem : 0;
+    auto on_c = [&](int64_t x) { return x > cc ? (x - cc - 1) / gg + 1 : int64_t(0); };  // [0, x) on CTA c
+    auto before = [&](int64_t j) { return j * rounds + on_c(a + j * rem) - on_c(a); };    // c's tiles, sections < j
+    int64_t lo = 0, hi = full;  // the last j in [0, full] with before(j) <= k (before is monotone)
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo + 1) / 2;
+      if (before(mid) <= k)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    const int64_t kk = k - before(lo);
+    const int64_t v = (cc - (lo * rem) % gg + gg) % gg;  // c's place in section lo's dealing
+    if (lo == full) {  // the last (short) section, or past every tile
+      const int64_t lr = sec.last_rounds, lm = sec.last_rem;
+      const int64_t per_last = lr + ((lr & 1) ? (v >= gg - lm) : (v < lm));
+      if (kk >= per_last) return -1;
+    }
+    const int64_t pos = (kk & 1) ? gg - 1 - v : v;
+    return lo * int64_t(sec.sec_tiles) + kk * gg + pos;
+  }
+  // Rounds of the list: every CTA's tile count under the (rotated) sectioned snake, plus one
+  // of padding where each CTA stops. Unrotated, a CTA may get a partial-round tile in every
+  // section; rotated, at most ceil(full_secs * sec_rem / g) of them.
+  LONGATTN_HD static int64_t section_list_rounds(const FwdParams& sec, uint32_t g, bool rotate) {
+    const int64_t extras = rotate ? (int64_t(sec.full_secs) * sec.sec_rem + g - 1) / g : int64_t(sec.full_secs);
+    return int64_t(sec.full_secs) * sec.sec_rounds + extras + sec.last_rounds + 1 + 1;
   }
   // Split-KV: clamp a tile's key blocks [lo, hi) to its split's (the batch index b).
   LONGATTN_HD static void split_range(const FwdParams& p, int32_t b, int64_t* lo, int64_t* hi) {
