@@ -29,8 +29,8 @@ struct Overrides {
   // Causal on the dense kinds without the sectioned snake (hdim 256): the L2-sectioned LPT
   // order as a device tile list built before the launch (on) or the one global snake.
   Force section_list = Force::rule;
-  // That list's sections dealt from rotating first CTAs (on, the rule) or all from CTA 0 (off,
-  // as the kernels' own sectioned snake deals them).
+  // That list's sections dealt from rotating first CTAs (on), all from CTA 0 (off, as the
+  // kernels' own sectioned snake deals them), or where TileScheduler::rotation_rule holds.
   Force section_rotate = Force::rule;
   Force pack_gqa = Force::rule;           // packed GQA tiles wherever the group allows (on) or never
   Force softcap_fixed = Force::rule;      // softcap: fixed-max update where allowed (on) or the running max

@@ -209,7 +209,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // above sends to the ragged kind keep its sequence-major list; context parallelism keeps the
   // snake (its tiles' costs are not the causal ramp the list's LPT order assumes).
   pl.section_list = causal && pl.kernel == Kernel::dense && !tc.lpt_sections && !cp && decide(ov.section_list, true);
-  pl.section_rotate = decide(ov.section_rotate, true);
+  pl.section_rotate = int8_t(ov.section_rotate);  // the rule needs the grid: the launch applies it
   *out = pl;
   return Status::Ok();
 }

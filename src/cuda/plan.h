@@ -36,7 +36,7 @@ struct ForwardPlan {
   int64_t list_items = 0;    // its capacity bound in items
   bool dynamic = false;      // the atomic tile counter where the kernel compiles it
   bool section_list = false; // causal, dense kinds without the sectioned snake: its order as a device list
-  bool section_rotate = true; // that list's sections dealt from rotating first CTAs
+  int8_t section_rotate = -1; // that list's sections from rotating first CTAs: -1 rule, 0 / 1 (launch.h)
 };
 
 // The SMs a call's kernels may fill (the persistent grid, split-KV's count): all of the

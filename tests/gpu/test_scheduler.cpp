@@ -376,13 +376,14 @@ TEST(TileScheduler, ZigzagCpCallsPerRank) {
 // balance (tile cost = key blocks + 3) of both against the one global snake the kind runs
 // without the list, on hdim-256 causal shapes (K/V of 1 KB per key and head): rotating the
 // sections' first CTA spreads their partial rounds (8 x 2k: 17-pair sections leave 8 tiles
-// each) and must never balance worse here.
+// each); where the rule rotates (TileScheduler::rotation_rule) it must never balance worse.
 TEST(TileScheduler, SectionListReplaysTheSectionedSnake) {
   struct S {
     int64_t batch, heads, seq, grid;
   };
   for (const S& sh : {S{1, 16, 8192, 132}, S{4, 16, 4096, 132}, S{2, 16, 8192, 132}, S{1, 32, 16384, 132},
-                      S{8, 16, 2048, 132}, S{2, 16, 6144, 132}, S{1, 16, 12288, 132}, S{8, 16, 2048, 117}}) {
+                      S{8, 16, 2048, 132}, S{2, 16, 6144, 132}, S{1, 16, 12288, 132}, S{8, 16, 2048, 117},
+                      S{2, 16, 2048, 132}, S{3, 16, 2048, 132}, S{4, 32, 2048, 132}, S{1, 8, 32768, 132}}) {
     const int64_t nm = sh.seq / 128, tiles = sh.batch * sh.heads * nm, grid = std::min<int64_t>(sh.grid, tiles);
     FwdParams sec;
     sec.batch = sh.batch;
@@ -393,13 +394,15 @@ TEST(TileScheduler, SectionListReplaysTheSectionedSnake) {
     sec.lpt = 1;
     sec.section_bh = section_pairs(true, sh.batch * sh.heads, nm, grid, 1, sh.seq * 1024, 25 << 20);
     fill_schedule_constants(&sec, grid);
-    double end_of[2] = {0, 0}, ideal = 0;
-    for (const bool rotate : {false, true}) {
+    double end_of[3] = {0, 0, 0}, ideal = 0;
+    for (const int mode : {0, 1, 2}) {  // never rotated, always, the rule
+      const bool rotate = mode == 1 || (mode == 2 && TileScheduler::rotation_rule(sec));
       const int64_t rounds = TileScheduler::section_list_rounds(sec, uint32_t(grid), rotate);
       std::vector<TileCoord> list(size_t(rounds * grid));
       for (int64_t k = 0; k < rounds; ++k)
         for (int64_t c = 0; c < grid; ++c)
-          list[size_t(k * grid + c)] = TileScheduler::section_list_entry(sec, k, uint32_t(grid), uint32_t(c), rotate);
+          list[size_t(k * grid + c)] = TileScheduler::section_list_entry(sec, k, uint32_t(grid), uint32_t(c), rotate,
+                                                                         rotated_last_first(sec, grid));
       std::vector<int> seen(static_cast<size_t>(tiles), 0);
       int64_t list_end = 0, total = 0;
       for (int64_t c = 0; c < grid; ++c) {
@@ -423,7 +426,7 @@ TEST(TileScheduler, SectionListReplaysTheSectionedSnake) {
         total += work;
       }
       for (int v : seen) ASSERT_EQ(v, 1);
-      end_of[rotate] = double(list_end);
+      end_of[mode] = double(list_end);
       ideal = double(total) / double(grid);
     }
     FwdParams one = sec;  // the kind's order without the list: one global snake
@@ -432,56 +435,60 @@ TEST(TileScheduler, SectionListReplaysTheSectionedSnake) {
     std::vector<int64_t> cost(static_cast<size_t>(tiles), 0);
     for (int64_t t = 0; t < tiles; ++t) cost[size_t(t)] = TileScheduler::decode(one, t).m_block + 1 + 3;
     const int64_t snake_end = static_makespan<false>(one, grid, cost);
-    printf("hdim 256 causal b%lld h%lld %lld, grid %lld: sections of %lld pairs, list %.3f, rotated %.3f, global "
-           "snake %.3f of ideal\n",
+    printf("hdim 256 causal b%lld h%lld %lld, grid %lld: sections of %lld pairs (%u rounds + %u), list %.3f, "
+           "rotated %.3f, by rule %.3f, global snake %.3f of ideal\n",
            (long long)sh.batch, (long long)sh.heads, (long long)sh.seq, (long long)grid, (long long)sec.section_bh,
-           end_of[0] / ideal, end_of[1] / ideal, double(snake_end) / ideal);
-    EXPECT_LE(end_of[1], end_of[0]);
+           sec.sec_rounds, sec.sec_rem, end_of[0] / ideal, end_of[1] / ideal, end_of[2] / ideal,
+           double(snake_end) / ideal);
+    EXPECT_LE(end_of[2], end_of[0]);
   }
 }
 
 // The rotated list's closed form (TileScheduler::rotated_tile_id: a count per section and a
 // binary search) against dealing the sections one by one: section j's tiles, longest first,
-// snake-dealt over the CTAs renumbered to start at (j * sec_rem) mod g, appended to each CTA's
-// queue. Every small geometry: pairs, q-blocks, grids and section sizes.
+// snake-dealt over the CTAs renumbered to start at (j * sec_rem) mod g (the last section: at
+// the CTA given, rotated_last_first's or another), appended to each CTA's queue. Every small
+// geometry: pairs, q-blocks, grids and section sizes.
 TEST(TileScheduler, RotatedSectionListMatchesDealing) {
   int64_t checked = 0;
   for (int64_t pairs = 1; pairs <= 24; ++pairs)
     for (int64_t nm = 1; nm <= 12; ++nm)
       for (int64_t grid = 1; grid <= 40; grid += (grid < 12 ? 1 : 5))
-        for (int64_t sec_bh = 1; sec_bh <= pairs; ++sec_bh) {
-          FwdParams p;
-          p.batch = 1;
-          p.heads_q = pairs;
-          p.num_m_blocks = nm;
-          p.num_tiles = pairs * nm;
-          p.causal = true;
-          p.lpt = 1;
-          p.section_bh = sec_bh;
-          fill_schedule_constants(&p, grid);
-          std::vector<std::vector<int64_t>> queue(static_cast<size_t>(grid));
-          const int64_t secs = (pairs + sec_bh - 1) / sec_bh;
-          for (int64_t j = 0; j < secs; ++j) {
-            const int64_t first = j * int64_t(p.sec_tiles), n = std::min<int64_t>(p.sec_tiles, p.num_tiles - first);
-            const int64_t start = (j * int64_t(p.sec_rem)) % grid;
-            for (int64_t i = 0; i < n; ++i) {
-              const int64_t round = i / grid, at = i % grid, v = (round & 1) ? grid - 1 - at : at;
-              queue[size_t((start + v) % grid)].push_back(first + i);
+        for (int64_t sec_bh = 1; sec_bh <= pairs; ++sec_bh)
+          for (const bool ruled : {true, false}) {  // the last section's start: the rule's pick, or another CTA
+            FwdParams p;
+            p.batch = 1;
+            p.heads_q = pairs;
+            p.num_m_blocks = nm;
+            p.num_tiles = pairs * nm;
+            p.causal = true;
+            p.lpt = 1;
+            p.section_bh = sec_bh;
+            fill_schedule_constants(&p, grid);
+            const uint32_t last_first = ruled ? rotated_last_first(p, grid) : uint32_t((pairs * 7 + nm) % grid);
+            std::vector<std::vector<int64_t>> queue(static_cast<size_t>(grid));
+            const int64_t secs = (pairs + sec_bh - 1) / sec_bh;
+            for (int64_t j = 0; j < secs; ++j) {
+              const int64_t first = j * int64_t(p.sec_tiles), n = std::min<int64_t>(p.sec_tiles, p.num_tiles - first);
+              const int64_t start = j < int64_t(p.full_secs) ? (j * int64_t(p.sec_rem)) % grid : int64_t(last_first);
+              for (int64_t i = 0; i < n; ++i) {
+                const int64_t round = i / grid, at = i % grid, v = (round & 1) ? grid - 1 - at : at;
+                queue[size_t((start + v) % grid)].push_back(first + i);
+              }
+            }
+            const int64_t rounds = TileScheduler::section_list_rounds(p, uint32_t(grid), true);
+            for (int64_t c = 0; c < grid; ++c) {
+              const std::vector<int64_t>& q = queue[size_t(c)];
+              ASSERT_LT(int64_t(q.size()), rounds) << "pairs " << pairs << " nm " << nm << " grid " << grid;
+              for (int64_t k = 0; k <= int64_t(q.size()); ++k) {
+                const int64_t t = TileScheduler::rotated_tile_id(p, k, uint32_t(grid), uint32_t(c), last_first);
+                ASSERT_EQ(t, k < int64_t(q.size()) ? q[size_t(k)] : -1)
+                    << "pairs " << pairs << " nm " << nm << " grid " << grid << " section " << sec_bh << " cta " << c
+                    << " k " << k;
+                ++checked;
+              }
             }
           }
-          const int64_t rounds = TileScheduler::section_list_rounds(p, uint32_t(grid), true);
-          for (int64_t c = 0; c < grid; ++c) {
-            const std::vector<int64_t>& q = queue[size_t(c)];
-            ASSERT_LT(int64_t(q.size()), rounds) << "pairs " << pairs << " nm " << nm << " grid " << grid;
-            for (int64_t k = 0; k <= int64_t(q.size()); ++k) {
-              const int64_t t = TileScheduler::rotated_tile_id(p, k, uint32_t(grid), uint32_t(c));
-              ASSERT_EQ(t, k < int64_t(q.size()) ? q[size_t(k)] : -1)
-                  << "pairs " << pairs << " nm " << nm << " grid " << grid << " section " << sec_bh << " cta " << c
-                  << " k " << k;
-              ++checked;
-            }
-          }
-        }
   EXPECT_GT(checked, 100000);
 }
 

@@ -23,7 +23,9 @@ struct LaunchArgs {
   int64_t list_items = 0;  // its capacity in items: a host bound on the live (sequence, q-block) items
   bool dynamic = false;    // LPT problems: atomic-counter tile assignment where compiled (KernelConfig kDynamic)
   bool section_list = false;  // dense kinds without the sectioned snake: its order as a device list (kSectionList)
-  bool section_rotate = true;  // that list deals each section from a rotating first CTA (TileScheduler::section_list_entry)
+  // That list deals each section from a rotating first CTA (TileScheduler::section_list_entry):
+  // -1 where TileScheduler::rotation_rule holds, 0 never, 1 always.
+  int8_t section_rotate = -1;
 };
 
 // Launches kernel a.kernel for (dtype, head dims). Instantiated for q / k / v head dims 64,

@@ -63,11 +63,15 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
   bool want_slist = false;
   FwdParams sec = p;
   int64_t slist_rounds = 0;
+  bool rotate = false;
+  uint32_t last_first = 0;
   if constexpr (Cfg::kSectionList) {
     want_slist = a.section_list && p.lpt && p.section_bh < p.heads_q * p.batch;
     if (want_slist) {
       fill_schedule_constants(&sec, grid);
-      slist_rounds = TileScheduler::section_list_rounds(sec, uint32_t(grid), a.section_rotate);
+      rotate = a.section_rotate < 0 ? TileScheduler::rotation_rule(sec) : a.section_rotate > 0;
+      if (rotate) last_first = rotated_last_first(sec, grid);
+      slist_rounds = TileScheduler::section_list_rounds(sec, uint32_t(grid), rotate);
       // The list's padding (a round per section) must keep its entries 32-bit indexable
       // (TileScheduler::decode); beyond that the call keeps the snake.
       want_slist = slist_rounds * grid < int64_t(INT32_MAX);
@@ -85,7 +89,7 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
     p.tile_list = scratch;
     const int64_t entries = slist_rounds * grid;  // = p.num_tiles < 2^31
     tile_list_sections_kernel<256><<<unsigned((entries + 255) / 256), 256, 0, a.stream>>>(
-        sec, reinterpret_cast<int4*>(scratch), int32_t(slist_rounds), uint32_t(grid), a.section_rotate);
+        sec, reinterpret_cast<int4*>(scratch), int32_t(slist_rounds), uint32_t(grid), rotate, last_first);
     e = cudaGetLastError();
     if (e != cudaSuccess) {
       cudaFreeAsync(scratch, a.stream);

@@ -30,8 +30,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "cuda/sm90/params.h"
+#include "cuda/sm90/scheduler.cuh"
 
 namespace longattn::cuda::sm90 {
 
@@ -130,6 +132,44 @@ inline void fill_schedule_constants(FwdParams* p, int64_t grid) {
   p->sec_rem = uint32_t(sec_tiles % grid);
   p->last_rounds = uint32_t(last_tiles / grid);
   p->last_rem = uint32_t(last_tiles % grid);
+}
+
+// The rotated section list's last section (TileScheduler::rotated_tile_id: shorter than the
+// others) starts at one of two CTAs. The full sections' partial-round tiles cover the arc
+// [a, a + full_secs * sec_rem) around the grid (a: rotated_tile_id), once more on its first
+// (full_secs * sec_rem) mod g CTAs. Starting where the arc stops gives a section whose first
+// CTAs get the most (its longest tiles, a forward partial round) to the CTAs that had one tile
+// fewer; starting where it starts puts its first CTAs on those that had one more, right where
+// they are its lightest (an odd number of rounds and a long backward partial round leave the
+// first g - last_rem CTAs one tile short). The pick: the lower max per-CTA load in the
+// scheduler's cost model (causal ramp: a tile costs its q-block's key blocks + 3), of the full
+// sections counting only the surplus tiles (their whole rounds balance in pairs where the
+// rule rotates). O(grid + a section's tiles) on the host.
+inline uint32_t rotated_last_first(const FwdParams& sec, int64_t grid) {
+  const int64_t g = grid, rem = sec.sec_rem, full = sec.full_secs, tiles_last = sec.last_rounds * g + sec.last_rem;
+  const int64_t a = (sec.sec_rounds & 1) ? g - rem : 0;
+  const int64_t starts[2] = {(a + full * rem) % g, a % g};
+  if (tiles_last == 0 || starts[0] == starts[1]) return uint32_t(starts[0]);
+  auto cost = [&](int64_t t) { return int64_t(TileScheduler::decode(sec, t).m_block) + 1 + 3; };
+  int64_t surplus = 0;  // a full section's partial-round tiles, mean cost
+  for (int64_t i = sec.sec_rounds * g; i < int64_t(sec.sec_tiles); ++i) surplus += cost(i);
+  surplus = rem ? surplus / rem : 0;
+  std::vector<int64_t> load(size_t(g), 0), last(size_t(g), 0);
+  for (int64_t c = 0; c < g; ++c) {  // c's count on the arc: positions x in [a, a + full * rem), x = c mod g
+    auto upto = [&](int64_t x) { return x > c ? (x - c - 1) / g + 1 : int64_t(0); };
+    load[size_t(c)] = (upto(a + full * rem) - upto(a)) * surplus;
+  }
+  for (int64_t i = 0; i < tiles_last; ++i) {
+    const int64_t round = i / g, at = i - round * g;
+    last[size_t((round & 1) ? g - 1 - at : at)] += cost(full * int64_t(sec.sec_tiles) + i);
+  }
+  int64_t best = -1, pick = starts[0];
+  for (const int64_t s : starts) {
+    int64_t worst = 0;
+    for (int64_t c = 0; c < g; ++c) worst = std::max(worst, load[size_t(c)] + last[size_t((c - s + g) % g)]);
+    if (best < 0 || worst < best) best = worst, pick = s;
+  }
+  return uint32_t(pick);
 }
 
 }  // namespace longattn::cuda::sm90

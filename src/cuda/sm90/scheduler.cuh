@@ -79,18 +79,25 @@ struct TileScheduler {
   // CTAs otherwise ran one extra tile per section. Only the list's pre-kernel computes it (one
   // thread per entry, registers to spare), so it may search: the count of CTA c's tiles in the
   // sections before j is closed-form, and a binary search over j finds the section of its k-th.
+  // The last section (shorter) starts at CTA `last_first` (schedule_rule.h rotated_last_first).
   LONGATTN_HD static TileCoord section_list_entry(const FwdParams& sec, int64_t k, uint32_t g, uint32_t c,
-                                                  bool rotate) {
-    const int64_t t = rotate ? rotated_tile_id(sec, k, g, c) : tile_id<true>(sec, k, g, c);
+                                                  bool rotate, uint32_t last_first) {
+    const int64_t t = rotate ? rotated_tile_id(sec, k, g, c, last_first) : tile_id<true>(sec, k, g, c);
     if (t < 0) return TileCoord{-1, 0, 0};
     return decode<false>(sec, t);
   }
+  // Where the rule rotates (LaunchArgs::section_rotate -1): full sections of an even number of
+  // whole rounds and a partial one. Those rounds balance in pairs and leave the partial
+  // round's tiles as surplus on the same CTAs every section; after an odd number, the backward
+  // partial round already goes to the CTAs the last forward round gave the shortest tiles.
+  LONGATTN_HD static bool rotation_rule(const FwdParams& sec) { return sec.sec_rem != 0 && !(sec.sec_rounds & 1); }
   // CTA c's k-th tile under the rotated sectioned snake (section_list_entry), or -1.
-  LONGATTN_HD static int64_t rotated_tile_id(const FwdParams& sec, int64_t k, uint32_t g, uint32_t c) {
+  LONGATTN_HD static int64_t rotated_tile_id(const FwdParams& sec, int64_t k, uint32_t g, uint32_t c,
+                                             uint32_t last_first) {
     const int64_t rounds = sec.sec_rounds, rem = sec.sec_rem, full = sec.full_secs, gg = g, cc = c;
-    // Section j's partial-round tiles land on line positions [a + j * rem, a + (j + 1) * rem),
-    // position x on CTA x mod g: a forward partial round (even `rounds`) starts at the section's
-    // first CTA, a backward one ends just before it.
+    // Full section j's partial-round tiles land on line positions [a + j * rem, a + (j + 1) *
+    // rem), position x on CTA x mod g: a forward partial round (even `rounds`) starts at the
+    // section's first CTA, a backward one ends just before it.
     const int64_t a = (rounds & 1) ? gg - rem : 0;
     auto on_c = [&](int64_t x) { return x > cc ? (x - cc - 1) / gg + 1 : int64_t(0); };  // [0, x) on CTA c
     auto before = [&](int64_t j) { return j * rounds + on_c(a + j * rem) - on_c(a); };    // c's tiles, sections < j
@@ -103,12 +110,13 @@ struct TileScheduler {
         hi = mid - 1;
     }
     const int64_t kk = k - before(lo);
-    const int64_t v = (cc - (lo * rem) % gg + gg) % gg;  // c's place in section lo's dealing
+    const int64_t first = lo == full ? int64_t(last_first) : (lo * rem) % gg;  // deals section lo's first tile
     if (lo == full) {  // the last (short) section, or past every tile
       const int64_t lr = sec.last_rounds, lm = sec.last_rem;
-      const int64_t per_last = lr + ((lr & 1) ? (v >= gg - lm) : (v < lm));
-      if (kk >= per_last) return -1;
+      const int64_t v = (cc - first + gg) % gg;
+      if (kk >= lr + ((lr & 1) ? (v >= gg - lm) : (v < lm))) return -1;
     }
+    const int64_t v = (cc - first + gg) % gg;  // c's place in section lo's dealing
     const int64_t pos = (kk & 1) ? gg - 1 - v : v;
     return lo * int64_t(sec.sec_tiles) + kk * gg + pos;
   }

@@ -161,16 +161,18 @@ __global__ void __launch_bounds__(kTileListThreads)
 // The dense kinds without the sectioned snake (hdim 256; KernelConfig kSectionList): the
 // sectioned LPT schedule written out (TileScheduler::section_list_entry), one thread per entry
 // (round k, CTA c) of the forward kernel's grid `g`, `rounds` rounds (section_list_rounds),
-// sections dealt from rotating first CTAs where `rotate` (LaunchArgs::section_rotate). A
+// sections dealt from rotating first CTAs where `rotate` (LaunchArgs::section_rotate), the last
+// from `last_first` (schedule_rule.h rotated_last_first). A
 // template (on its block size) like the kernel above, so that every launch file may
 // instantiate it.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
-    tile_list_sections_kernel(const __grid_constant__ FwdParams sec, int4* list, int32_t rounds, uint32_t g, bool rotate) {
+    tile_list_sections_kernel(const __grid_constant__ FwdParams sec, int4* list, int32_t rounds, uint32_t g, bool rotate,
+                              uint32_t last_first) {
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= int64_t(rounds) * g) return;
   const int64_t k = i / g;
-  const TileCoord tc = TileScheduler::section_list_entry(sec, k, g, uint32_t(i - k * g), rotate);
+  const TileCoord tc = TileScheduler::section_list_entry(sec, k, g, uint32_t(i - k * g), rotate, last_first);
   list[i] = make_int4(tc.b, tc.h, tc.m_block, 0);
 }
 #endif
