@@ -192,7 +192,7 @@ def variant_rows(dtype="bf16"):
     scheduler matter, and causal query chunks after a long key prefix (chunked prefill over a
     cache; context parallelism's per-rank calls, 16/4 heads: one of two kv-head groups of
     32/8): long, nearly equal tiles. And causal hdim 256 at batch 4 x 4k and 2 x 8k (16 heads):
-    the tile order's cases where the pairs' K/V exceed the L2 (plan.cpp l2_list)."""
+    the tile order's cases where the pairs' K/V exceed the L2 (plan.cpp section_list)."""
     prefix = [Case(1, sq, sk, 16, 4, 128, True, dtype)
               for sq, sk in ((32768, 131072), (32768, 98304), (16384, 131072), (8192, 131072), (8192, 73728))]
     d256 = [Case(b, s, s, 16, 16, 256, True, dtype) for b, s in ((4, 4096), (2, 8192))]

@@ -83,21 +83,6 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     pack = decide(ov.pack_gqa, sm90::pack_gqa_worth(q));
   }
   if (pack) ragged = features = true;
-  // Causal on a dense kind without the sectioned snake (tile_size.h lpt_sections false: hdim
-  // 256) runs the sectioned order as a device list (section_list below). Where the pairs' K/V
-  // exceed the L2 budget, fewer than 3 running tiles share a pair and the queries are short
-  // (at most 16 q-blocks), the ragged kind's sequence-major tile list measured faster (a dense
-  // layout is its input too; docs/PERFORMANCE.md, "hdim 256 causal on the sectioned order").
-  // Overrides::tile_list forces it either way.
-  bool l2_list = false;
-  const sm90::TileConfig dense = sm90::dense_tile(d);
-  if (causal && !features && !p.fp8 && feat_fits && !dense.lpt_sections && !cp) {
-    const int64_t pairs = p.heads_q * p.batch, m_blocks = (p.max_seq_q + dense.block_m - 1) / dense.block_m;
-    const int64_t kv_bytes = p.batch * p.heads_kv * p.max_seq_k * (p.dim_qk + p.dim_v) * 2;
-    l2_list = decide(ov.tile_list, 3 * pairs > num_sms && pairs * m_blocks >= num_sms && m_blocks <= 16 &&
-                                       kv_bytes > sm90::l2_budget(a.l2_budget_bytes, l2_bytes));
-  }
-  if (l2_list) ragged = features = true;
   // fp8: every feature runs on the ragged kind (one fp8 tile, fewer instantiations).
   if (p.fp8 && features && !ragged) ragged = true;
   pl.kernel = paged      ? (pack ? Kernel::paged_packed : Kernel::paged)
@@ -187,7 +172,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // small calls: decode steps, short varlen batches).
   const bool varying = (p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || p.has_seqused_q) &&
                        tiles > num_sms;
-  pl.tile_list = sm90::kernel_ragged(pl.kernel) && !pack && (l2_list || decide(ov.tile_list, varying));
+  pl.tile_list = sm90::kernel_ragged(pl.kernel) && !pack && decide(ov.tile_list, varying);
   // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
   pl.list_items = p.batch * pl.num_m_blocks;
   if (p.q_ragged) pl.list_items = std::min(pl.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);
@@ -205,9 +190,11 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // dims below 256 that run on those kernels take the feature kind and keep its snake): the
   // sectioned order as a device list (KernelConfig kSectionList), which keeps the running
   // tiles' K/V inside the L2 where the global snake streams it from DRAM. The launch builds it
-  // only where the L2 rule cuts sections (launch_impl.cuh want_slist). Calls the l2_list rule
-  // above sends to the ragged kind keep its sequence-major list; context parallelism keeps the
-  // snake (its tiles' costs are not the causal ramp the list's LPT order assumes).
+  // only where the L2 rule cuts sections (launch_impl.cuh want_slist). It replaced sending
+  // short calls (at most 16 q-blocks) to the ragged kind's sequence-major list, once its
+  // sections were dealt from rotating first CTAs (docs/PERFORMANCE.md, "hdim 256 causal on the
+  // sectioned order"). Context parallelism keeps the snake (its tiles' costs are not the
+  // causal ramp the list's LPT order assumes).
   pl.section_list = causal && pl.kernel == Kernel::dense && !tc.lpt_sections && !cp && decide(ov.section_list, true);
   pl.section_rotate = int8_t(ov.section_rotate);  // the rule needs the grid: the launch applies it
   *out = pl;

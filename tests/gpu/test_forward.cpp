@@ -63,7 +63,8 @@ std::vector<Shape> core_cases() {
   nolse.lse = false;
   v.push_back(nolse);
   // hdim 256 causal, dense layout, 48 (batch, head) pairs whose K/V exceed the L2 budget: the
-  // ragged kind with its tile list runs it (plan.cpp l2_list); f16, and bf16 with a strided q.
+  // dense kind on the section list runs it (plan.cpp section_list); f16, and bf16 with a
+  // strided q.
   v.push_back(S(4, 400, 600, 12, 12, 256, true, DType::f16, DType::f16));
   Shape l2p = S(4, 333, 700, 12, 12, 256, true);
   l2p.pad = 8;
