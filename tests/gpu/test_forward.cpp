@@ -62,9 +62,8 @@ std::vector<Shape> core_cases() {
   Shape nolse = S(1, 129, 257, 2, 2, 128, true);
   nolse.lse = false;
   v.push_back(nolse);
-  // hdim 256 causal, dense layout, 48 (batch, head) pairs whose K/V exceed the L2 budget: the
-  // dense kind on the section list runs it (plan.cpp section_list); f16, and bf16 with a
-  // strided q.
+  // hdim 256 causal, dense layout, 48 (batch, head) pairs: one L2 section holds them all, so
+  // the dense kind runs its global snake (no section list); f16, and bf16 with a strided q.
   v.push_back(S(4, 400, 600, 12, 12, 256, true, DType::f16, DType::f16));
   Shape l2p = S(4, 333, 700, 12, 12, 256, true);
   l2p.pad = 8;
@@ -499,7 +498,7 @@ INSTANTIATE_TEST_SUITE_P(ChunkWindow, GpuForward, ::testing::ValuesIn(chunk_wind
 // Causal hdim 256 on the sectioned order as a device list (KernelConfig kSectionList, by rule
 // or Overrides::section_list): several L2 sections, bottom-right and top-left, GQA, a partial
 // last q-block and key block, f16, split-KV (the split is the list's batch index), and the
-// sections' first CTAs rotating (the rule) or not.
+// sections' first CTAs rotating (the rule, or forced) or not.
 std::vector<Shape> section_list_cases() {
   std::vector<Shape> v;
   for (auto [b, sq, sk, hq, hkv] : {std::array<int64_t, 5>{1, 2000, 2000, 16, 16}, std::array<int64_t, 5>{2, 1500, 1700, 8, 2},
@@ -527,6 +526,16 @@ std::vector<Shape> section_list_cases() {
   s.ov.section_list = detail::Force::on;
   s.seed = 612;
   v.push_back(s);
+  // Several full sections of two whole rounds and a partial one on 132 SMs (30 pairs of 9
+  // q-blocks: 270 tiles = 2 x 132 + 6), which the rule rotates, and a short last section (4
+  // pairs) from the start the host picks (schedule_rule.h rotated_last_first).
+  Shape r = dense_shape(4, 1100, 1100, 16, 16, 256, true);
+  r.rows_per_head = 48;
+  r.l2_budget = 4 << 20;
+  r.ov.sections = 30;
+  r.ov.section_list = detail::Force::on;
+  r.seed = 613;
+  v.push_back(r);
   return v;
 }
 INSTANTIATE_TEST_SUITE_P(SectionList, GpuForward, ::testing::ValuesIn(section_list_cases()), case_name);

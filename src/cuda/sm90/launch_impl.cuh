@@ -69,12 +69,12 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
     want_slist = a.section_list && p.lpt && p.section_bh < p.heads_q * p.batch;
     if (want_slist) {
       fill_schedule_constants(&sec, grid);
-      rotate = a.section_rotate < 0 ? TileScheduler::rotation_rule(sec) : a.section_rotate > 0;
-      if (rotate) last_first = rotated_last_first(sec, grid);
+      rotate = a.section_rotate < 0 ? TileScheduler::rotation_rule(sec, uint32_t(grid)) : a.section_rotate > 0;
       slist_rounds = TileScheduler::section_list_rounds(sec, uint32_t(grid), rotate);
-      // The list's padding (a round per section) must keep its entries 32-bit indexable
-      // (TileScheduler::decode); beyond that the call keeps the snake.
+      // The list's entries, its padding included (section_list_rounds), must stay 32-bit
+      // indexable (TileScheduler::decode); beyond that the call keeps the snake.
       want_slist = slist_rounds * grid < int64_t(INT32_MAX);
+      if (want_slist && rotate) last_first = rotated_last_first(sec, grid);
     }
     if (want_slist) {
       p.lpt = 0;

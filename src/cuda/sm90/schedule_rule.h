@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "cuda/sm90/params.h"
-#include "cuda/sm90/scheduler.cuh"
 
 namespace longattn::cuda::sm90 {
 
@@ -142,17 +141,18 @@ inline void fill_schedule_constants(FwdParams* p, int64_t grid) {
 // fewer; starting where it starts puts its first CTAs on those that had one more, right where
 // they are its lightest (an odd number of rounds and a long backward partial round leave the
 // first g - last_rem CTAs one tile short). The pick: the lower max per-CTA load in the
-// scheduler's cost model (causal ramp: a tile costs its q-block's key blocks + 3), of the full
-// sections counting only the surplus tiles (their whole rounds balance in pairs where the
-// rule rotates). O(grid + a section's tiles) on the host.
+// scheduler's cost model (causal ramp, LPT rank r of n pairs' tiles: i / n, a tile costs its
+// nm - r key blocks + 3), of the full sections counting only the surplus tiles (their whole
+// rounds balance in pairs where the rule rotates). A last section of more than 4 rounds
+// balances like the full ones and continues the arc. Host work: at most ~5 grids of tiles.
 inline uint32_t rotated_last_first(const FwdParams& sec, int64_t grid) {
   const int64_t g = grid, rem = sec.sec_rem, full = sec.full_secs, tiles_last = sec.last_rounds * g + sec.last_rem;
   const int64_t a = (sec.sec_rounds & 1) ? g - rem : 0;
   const int64_t starts[2] = {(a + full * rem) % g, a % g};
-  if (tiles_last == 0 || starts[0] == starts[1]) return uint32_t(starts[0]);
-  auto cost = [&](int64_t t) { return int64_t(TileScheduler::decode(sec, t).m_block) + 1 + 3; };
+  if (tiles_last == 0 || tiles_last > 4 * g || starts[0] == starts[1]) return uint32_t(starts[0]);
+  const int64_t nm = sec.num_m_blocks, pairs = sec.section_bh, last_pairs = sec.heads_q * sec.batch - full * pairs;
   int64_t surplus = 0;  // a full section's partial-round tiles, mean cost
-  for (int64_t i = sec.sec_rounds * g; i < int64_t(sec.sec_tiles); ++i) surplus += cost(i);
+  for (int64_t i = sec.sec_rounds * g; i < int64_t(sec.sec_tiles); ++i) surplus += nm - i / pairs + 3;
   surplus = rem ? surplus / rem : 0;
   std::vector<int64_t> load(size_t(g), 0), last(size_t(g), 0);
   for (int64_t c = 0; c < g; ++c) {  // c's count on the arc: positions x in [a, a + full * rem), x = c mod g
@@ -161,7 +161,7 @@ inline uint32_t rotated_last_first(const FwdParams& sec, int64_t grid) {
   }
   for (int64_t i = 0; i < tiles_last; ++i) {
     const int64_t round = i / g, at = i - round * g;
-    last[size_t((round & 1) ? g - 1 - at : at)] += cost(full * int64_t(sec.sec_tiles) + i);
+    last[size_t((round & 1) ? g - 1 - at : at)] += nm - i / last_pairs + 3;
   }
   int64_t best = -1, pick = starts[0];
   for (const int64_t s : starts) {

@@ -9,7 +9,8 @@
 // (sequences heaviest first, one kv head at a time; tile_list.cuh), snake-dealt or taken from
 // the counter; no empty tiles. The hdim-256 dense kinds (causal, sections cut): the sectioned
 // LPT snake written out as a device list (section_list_entry; KernelConfig kSectionList), id
-// k * grid + c for CTA c's k-th tile, since their producer has no registers for tile_id<true>.
+// k * grid + c for CTA c's k-th tile, since their producer has no registers for tile_id<true>;
+// the list may deal each section from a rotating first CTA (rotated_tile_id, rotation_rule).
 // Persistent grid of #SMs CTAs (no gridDim.y/z); producer and consumers of a CTA walk the
 // same deterministic tile sequence, so no tile ids cross between them.
 // Dynamic assignment (LPT kernels of hdim 64 / 128, p.tile_counter set): the CTAs take tile
@@ -86,11 +87,18 @@ struct TileScheduler {
     if (t < 0) return TileCoord{-1, 0, 0};
     return decode<false>(sec, t);
   }
-  // Where the rule rotates (LaunchArgs::section_rotate -1): full sections of an even number of
-  // whole rounds and a partial one. Those rounds balance in pairs and leave the partial
-  // round's tiles as surplus on the same CTAs every section; after an odd number, the backward
-  // partial round already goes to the CTAs the last forward round gave the shortest tiles.
-  LONGATTN_HD static bool rotation_rule(const FwdParams& sec) { return sec.sec_rem != 0 && !(sec.sec_rounds & 1); }
+  // Where the rule rotates (LaunchArgs::section_rotate -1): full sections with a partial round
+  // after an even number of whole rounds, or after an odd number where it covers at most 3/4
+  // of the grid. Even: the whole rounds balance in pairs and leave the partial round's tiles as
+  // surplus on the same CTAs every section. Odd: the backward partial round goes to the CTAs
+  // the last forward round gave its shortest tiles, which balances them only when it covers
+  // nearly the whole grid; unrotated, CTAs below g - sec_rem take that round's longest tiles and
+  // nothing more in every section (host model: 1.14-1.20 of the ideal makespan at 2 pairs of 96
+  // q-blocks on 114-120 CTAs, 1.00-1.04 rotated; near the whole grid, e.g. 124 of 132, the
+  // model gains 1-2% and the device measured none).
+  LONGATTN_HD static bool rotation_rule(const FwdParams& sec, uint32_t g) {
+    return sec.sec_rem != 0 && (!(sec.sec_rounds & 1) || 4 * uint64_t(sec.sec_rem) <= 3 * uint64_t(g));
+  }
   // CTA c's k-th tile under the rotated sectioned snake (section_list_entry), or -1.
   LONGATTN_HD static int64_t rotated_tile_id(const FwdParams& sec, int64_t k, uint32_t g, uint32_t c,
                                              uint32_t last_first) {
