@@ -11,6 +11,8 @@
 namespace {
 // Overrides for the calls that follow (longattn_bench_set_overrides); default: the rules.
 longattn::detail::Overrides g_overrides;
+// Args::sm_margin for the calls that follow (the same spec's sm_margin key; 0: the whole GPU).
+int g_sm_margin = 0;
 
 void copy_err(const longattn::Status& s, char* err, int err_len) {
   if (err && err_len > 0) {
@@ -22,6 +24,7 @@ void copy_err(const longattn::Status& s, char* err, int err_len) {
 int run(longattn::Args& a, void* stream, char* err, int err_len) {
   a.backend = longattn::Backend::cuda;
   a.stream = stream;
+  if (g_sm_margin > 0) a.sm_margin = g_sm_margin;
   const longattn::Status s = longattn::detail::forward_with(a, g_overrides);
   if (s.ok()) return 0;
   copy_err(s, err, err_len);
@@ -36,11 +39,13 @@ extern "C" {
 /// section), splits (N; 0: none), tile_list, dynamic, section_list, section_rotate, pack_gqa,
 /// softcap_fixed (rule|off|on),
 /// paged_fill (rule|tma|lanes|gather),
-/// paged_group_k, paged_group_v (0|1), rescale_threshold (float; 0: always rescale).
+/// paged_group_k, paged_group_v (0|1), rescale_threshold (float; 0: always rescale); and one
+/// Args field, sm_margin (N >= 0: the grid of a GPU whose other work holds N SMs).
 /// Returns 0, or 1 with a message naming the bad key or value.
 int longattn_bench_set_overrides(const char* spec, char* err, int err_len) {
   using namespace longattn::detail;
   Overrides o;
+  int sm_margin = 0;
   std::string s = spec ? spec : "";
   auto fail = [&](const std::string& what) {
     copy_err(longattn::Status::Invalid("overrides: " + what), err, err_len);
@@ -92,12 +97,18 @@ int longattn_bench_set_overrides(const char* spec, char* err, int err_len) {
       o.paged_group_v = v != "0";
     } else if (k == "rescale_threshold") {
       o.rescale_threshold = std::strtof(v.c_str(), nullptr);
+    } else if (k == "sm_margin") {
+      char* e = nullptr;
+      const long n = std::strtol(v.c_str(), &e, 10);
+      ok = !v.empty() && *e == 0 && n >= 0 && n < 1024;
+      sm_margin = int(n);
     } else {
       return fail("unknown key '" + k + "'");
     }
     if (!ok) return fail("bad value '" + v + "' for " + k);
   }
   g_overrides = o;
+  g_sm_margin = sm_margin;
   return 0;
 }
 
