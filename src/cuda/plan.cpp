@@ -190,11 +190,11 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // dims below 256 that run on those kernels take the feature kind and keep its snake): the
   // sectioned order as a device list (KernelConfig kSectionList), which keeps the running
   // tiles' K/V inside the L2 where the global snake streams it from DRAM. The launch builds it
-  // only where the L2 rule cuts sections (launch_impl.cuh want_slist). It replaced sending
-  // short calls (at most 16 q-blocks) to the ragged kind's sequence-major list, once its
-  // sections were dealt from rotating first CTAs (docs/PERFORMANCE.md, "hdim 256 causal on the
-  // sectioned order"). Context parallelism keeps the snake (its tiles' costs are not the
-  // causal ramp the list's LPT order assumes).
+  // only where the L2 rule cuts sections (launch_impl.cuh want_slist). Short calls (at most 16
+  // q-blocks) too: with its sections dealt from rotating first CTAs the list ran them faster
+  // than the ragged kind's sequence-major list (docs/PERFORMANCE.md, "The section list's
+  // sections from rotating first CTAs"). Context parallelism keeps the snake (its tiles' costs
+  // are not the causal ramp the list's LPT order assumes).
   pl.section_list = causal && pl.kernel == Kernel::dense && !tc.lpt_sections && !cp && decide(ov.section_list, true);
   pl.section_rotate = int8_t(ov.section_rotate);  // the rule needs the grid: the launch applies it
   *out = pl;

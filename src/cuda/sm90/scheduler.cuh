@@ -92,10 +92,9 @@ struct TileScheduler {
   // of the grid. Even: the whole rounds balance in pairs and leave the partial round's tiles as
   // surplus on the same CTAs every section. Odd: the backward partial round goes to the CTAs
   // the last forward round gave its shortest tiles, which balances them only when it covers
-  // nearly the whole grid; unrotated, CTAs below g - sec_rem take that round's longest tiles and
-  // nothing more in every section (host model: 1.14-1.20 of the ideal makespan at 2 pairs of 96
-  // q-blocks on 114-120 CTAs, 1.00-1.04 rotated; near the whole grid, e.g. 124 of 132, the
-  // model gains 1-2% and the device measured none).
+  // nearly the whole grid; otherwise CTAs below g - sec_rem take that round's longest tiles and
+  // nothing more in every section (the host model and the device runs: docs/PERFORMANCE.md,
+  // "The section list's sections from rotating first CTAs").
   LONGATTN_HD static bool rotation_rule(const FwdParams& sec, uint32_t g) {
     return sec.sec_rem != 0 && (!(sec.sec_rounds & 1) || 4 * uint64_t(sec.sec_rem) <= 3 * uint64_t(g));
   }
@@ -119,12 +118,11 @@ struct TileScheduler {
     }
     const int64_t kk = k - before(lo);
     const int64_t first = lo == full ? int64_t(last_first) : (lo * rem) % gg;  // deals section lo's first tile
+    const int64_t v = (cc - first + gg) % gg;                                  // c's place in that dealing
     if (lo == full) {  // the last (short) section, or past every tile
       const int64_t lr = sec.last_rounds, lm = sec.last_rem;
-      const int64_t v = (cc - first + gg) % gg;
       if (kk >= lr + ((lr & 1) ? (v >= gg - lm) : (v < lm))) return -1;
     }
-    const int64_t v = (cc - first + gg) % gg;  // c's place in section lo's dealing
     const int64_t pos = (kk & 1) ? gg - 1 - v : v;
     return lo * int64_t(sec.sec_tiles) + kk * gg + pos;
   }

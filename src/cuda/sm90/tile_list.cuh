@@ -162,9 +162,8 @@ __global__ void __launch_bounds__(kTileListThreads)
 // sectioned LPT schedule written out (TileScheduler::section_list_entry), one thread per entry
 // (round k, CTA c) of the forward kernel's grid `g`, `rounds` rounds (section_list_rounds),
 // sections dealt from rotating first CTAs where `rotate` (LaunchArgs::section_rotate), the last
-// from `last_first` (schedule_rule.h rotated_last_first). A
-// template (on its block size) like the kernel above, so that every launch file may
-// instantiate it.
+// from `last_first` (schedule_rule.h rotated_last_first). A template (on its block size) like
+// the kernel above, so that every launch file may instantiate it.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     tile_list_sections_kernel(const __grid_constant__ FwdParams sec, int4* list, int32_t rounds, uint32_t g, bool rotate,
