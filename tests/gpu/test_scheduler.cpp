@@ -404,11 +404,12 @@ TEST(TileScheduler, SectionListReplaysTheSectionedSnake) {
     for (const int mode : {0, 1, 2}) {  // never rotated, always, the rule
       const bool rotate = mode == 1 || (mode == 2 && TileScheduler::rotation_rule(sec, uint32_t(grid)));
       const int64_t rounds = TileScheduler::section_list_rounds(sec, uint32_t(grid), rotate);
+      const uint32_t last_first = rotated_last_first(sec, grid);
       std::vector<TileCoord> list(size_t(rounds * grid));
       for (int64_t k = 0; k < rounds; ++k)
         for (int64_t c = 0; c < grid; ++c)
-          list[size_t(k * grid + c)] = TileScheduler::section_list_entry(sec, k, uint32_t(grid), uint32_t(c), rotate,
-                                                                         rotated_last_first(sec, grid));
+          list[size_t(k * grid + c)] =
+              TileScheduler::section_list_entry(sec, k, uint32_t(grid), uint32_t(c), rotate, last_first);
       std::vector<int> seen(static_cast<size_t>(tiles), 0);
       int64_t list_end = 0, total = 0;
       for (int64_t c = 0; c < grid; ++c) {
