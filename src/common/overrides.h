@@ -37,6 +37,10 @@ struct Overrides {
   PagedFill paged_fill = PagedFill::rule;  // paged pages shorter than the tile
   bool paged_group_k = true;              // paged: grouped K stage where possible (one TMA per page box)
   bool paged_group_v = true;              // paged: grouped V stage where possible
+  // fp8 (e4m3) on the f16 kernels after the exact upcast (on; forward_sm90.cpp
+  // fp8_upcast_forward), on the fp8 kernels wherever they serve the call (off), or by the rule
+  // (fp8_upcast_needed). Calls no fp8 kernel serves take the upcast whatever this says.
+  Force fp8_upcast = Force::rule;
   float rescale_threshold = 8.0f;         // lazy O rescale threshold, log2 units; <= 0: always rescale
 };
 

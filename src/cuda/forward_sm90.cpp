@@ -180,12 +180,17 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
   cudaError_t e = cuda::launch_upcast_e4m3(a.q, static_cast<__half*>(b.q.data), a.q_descale, a.k_descale, p.group,
                                            a.cu_seqlens_q, stream);
   if (e == cudaSuccess) e = cuda::launch_upcast_e4m3(a.k, static_cast<__half*>(b.k.data), {}, {}, 1, {}, stream);
-  if (e == cudaSuccess) e = cuda::launch_upcast_e4m3(a.v, static_cast<__half*>(b.v.data), {}, {}, 1, {}, stream);
+  // V times its descale where each V row names its sequence (dense or ragged K / V; paged pages
+  // may serve several sequences): the output then needs no pass of its own.
+  const bool v_scaled = a.v_descale.present() && p.kv != KvLayout::paged;
+  if (e == cudaSuccess)
+    e = cuda::launch_upcast_e4m3(a.v, static_cast<__half*>(b.v.data), v_scaled ? a.v_descale : Tensor{}, {}, 1,
+                                 v_scaled ? a.cu_seqlens_k : Tensor{}, stream);
   Status s = e == cudaSuccess ? Status::Ok() : cuda_error("fp8 upcast", e);
   Problem pb;
   if (s.ok()) s = build_problem(b, &pb);
   if (s.ok()) s = cuda_forward(b, pb, ov);
-  if (s.ok() && a.v_descale.present()) {
+  if (s.ok() && a.v_descale.present() && !v_scaled) {
     e = cuda::launch_scale_rows(a.out, a.v_descale, p.group, a.cu_seqlens_q, a.seqused_q, stream);
     if (e != cudaSuccess) s = cuda_error("fp8 v_descale", e);
   }
@@ -196,15 +201,29 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
 // fp8 calls no fp8 kernel serves run on the f16 kernels (fp8_upcast_forward): head dims the
 // fp8 kernels lack, and at 256 / 256 (there the dense kind alone, V pre-transposed: fp8_vt.h)
 // whatever the dense kind does not run: ragged or paged K/V and q, seqused, sinks, softcap,
-// windows, chunks (and a transpose grid beyond CUDA's limits).
-bool fp8_upcast_needed(const Problem& p) {
+// windows, chunks (and a transpose grid beyond CUDA's limits). Elsewhere Overrides::fp8_upcast
+// decides, or the rule: q / k and v dims up to 64 (which the fp8 kernel runs at 128 on zero
+// columns, half its tensor work wasted) with dense or ragged K / V, no window or chunk, and at
+// least 1024 visible keys per query row on average (causal: seq_k - seq_q / 2). There the f16
+// hdim-64 kernel after the upcast ran 1.07-1.41x the fp8 kernel, the upcast's pass over Q, K
+// and V included; below, at 512 (16 x 1k causal), 0.87x (docs/PERFORMANCE.md, session 18).
+// Paged pools stay on the fp8 kernel: the upcast would copy the whole pool.
+bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {
   if (!p.fp8) return false;
   const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true);
   if (kd.qk == 0) return true;
-  if (kd.qk <= 128) return false;
+  if (kd.qk > 128) {
+    const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
+    if (p.q_ragged || p.kv != KvLayout::dense || p.has_seqused_k || p.has_seqused_q || p.has_sinks ||
+        p.softcap > 0.f || windowed || !cuda::fp8_vt_fits(p.batch, p.max_seq_k, p.heads_kv))
+      return true;
+  }
+  if (p.cp_chunk > 0) return false;  // context parallelism runs on the fp8 kernel (check_supported)
+  if (ov.fp8_upcast != Force::rule) return ov.fp8_upcast == Force::on;
   const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
-  return p.q_ragged || p.kv != KvLayout::dense || p.has_seqused_k || p.has_seqused_q || p.has_sinks ||
-         p.softcap > 0.f || windowed || !cuda::fp8_vt_fits(p.batch, p.max_seq_k, p.heads_kv);
+  if (p.dim_qk > 64 || p.dim_v > 64 || p.kv == KvLayout::paged || windowed) return false;
+  const int64_t visible = p.mask.causal ? p.max_seq_k - p.max_seq_q / 2 : p.max_seq_k;
+  return visible >= 1024;
 }
 
 // fp8 at 256 / 256: V transposed into stream-ordered scratch (fp8_vt.h) and the kernel's V map
@@ -416,7 +435,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   if (p.dim_v > 256 && !gather) return split_v_forward(a, p, ov);
   cuda::DeviceGuard guard(p.device.ordinal);
   if (!guard.ok()) return Status::Error("CUDA backend: cannot select device " + std::to_string(p.device.ordinal));
-  if (fp8_upcast_needed(p)) return fp8_upcast_forward(a, p, ov);
+  if (fp8_upcast_needed(p, ov)) return fp8_upcast_forward(a, p, ov);
   cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   if (p.batch == 0 || p.max_seq_q == 0 || p.heads_q == 0) return Status::Ok();
   if (p.max_seq_k == 0) {  // no keys: out 0, lse -inf (or the sink), on the rows seqused_q uses

@@ -25,27 +25,41 @@ Descale descale(const Tensor& t) {
   return d;
 }
 
-// Rows of a 4-D view: (i0, i1, i2) of row r (the last dim is the row). One thread per 8
-// columns of a row: the 64-bit divisions run once per 8 elements, not per element (per
-// element they cost more than the copy).
+// Rows of a 4-D view: (i0, i1, i2) of row r (the last dim is the row). One thread per `kSeg`
+// columns of a row: the divisions run once per segment, not per element (per element they
+// cost more than the copy). I: the index type, 32-bit where every segment index fits (a 64-bit
+// division is ~4x a 32-bit one, and four of them per segment held the copy at ~1.8 TB/s).
+template <class I>
 struct Rows {
-  int64_t n1, n2, segs;  // extents of dims 1, 2; 8-column segments per row
-  __device__ void at(int64_t t, int64_t (&idx)[3], int64_t& c0) const {
-    const int64_t r = t / segs;
-    c0 = (t - r * segs) * 8;
-    idx[2] = r % n2;
-    idx[1] = (r / n2) % n1;
-    idx[0] = r / (n2 * n1);
+  I n1, n2, segs;  // extents of dims 1, 2; segments per row
+  __device__ void at(I t, int64_t (&idx)[3], int64_t& c0, int seg) const {
+    const I r = t / segs;
+    c0 = int64_t(t - r * segs) * seg;
+    const I r2 = r / n2;
+    idx[2] = int64_t(r - r2 * n2);
+    idx[1] = int64_t(r2 % n1);
+    idx[0] = int64_t(r2 / n1);
   }
 };
-Rows rows_of(const View4& v) { return Rows{v.shape[1], v.shape[2], (v.shape[3] + 7) / 8}; }
+template <class I>
+Rows<I> rows_of(const View4& v, int seg) {
+  return Rows<I>{I(v.shape[1]), I(v.shape[2]), I((v.shape[3] + seg - 1) / seg)};
+}
+bool fits32(const View4& v, int seg) {
+  return v.shape[0] * v.shape[1] * v.shape[2] * ((v.shape[3] + seg - 1) / seg) < (int64_t(1) << 31);
+}
 
-__global__ void upcast_kernel(View4 src, __half* dst, Descale qd, Descale kd, int64_t group, RowSeq seq, Rows rw) {
-  const int64_t n = src.shape[0] * src.shape[1] * src.shape[2] * rw.segs, dim = src.shape[3];
+// 16 columns per thread: one 16-byte load of e4m3, two 16-byte stores of f16.
+constexpr int kUpSeg = 16;
+
+template <class I>
+__global__ void upcast_kernel(View4 src, __half* dst, Descale qd, Descale kd, int64_t group, RowSeq seq, Rows<I> rw) {
+  const I n = I(src.shape[0] * src.shape[1] * src.shape[2]) * rw.segs;
+  const int64_t dim = src.shape[3];
   const bool scaled = qd.p || kd.p;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x) {
+  for (I t = I(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += I(gridDim.x) * blockDim.x) {
     int64_t idx[3], c0;
-    rw.at(t, idx, c0);
+    rw.at(t, idx, c0, kUpSeg);
     const __nv_fp8_e4m3* in = static_cast<const __nv_fp8_e4m3*>(src.data) + idx[0] * src.stride[0] +
                               idx[1] * src.stride[1] + idx[2] * src.stride[2];
     float s = 1.f;
@@ -54,14 +68,14 @@ __global__ void upcast_kernel(View4 src, __half* dst, Descale qd, Descale kd, in
       if (b >= 0) s = qd(b, idx[2] / group) * kd(b, idx[2] / group);
     }
     __half* out = dst + ((idx[0] * src.shape[1] + idx[1]) * src.shape[2] + idx[2]) * dim;
-    if (c0 + 8 <= dim && src.stride[3] == 1) {
-      // Whole segment of a contiguous row: one 8-byte load, one 16-byte store (rows start
-      // 16-byte aligned: the TMA operand rules for src, dim a multiple of 8 for dst).
-      const uint2 raw = *reinterpret_cast<const uint2*>(in + c0);
-      const uint32_t w[2] = {raw.x, raw.y};
-      uint32_t h[4];
+    if (c0 + kUpSeg <= dim && src.stride[3] == 1 && (reinterpret_cast<uintptr_t>(in + c0) & 15) == 0) {
+      // Whole segment of a contiguous row: one 16-byte load, two 16-byte stores (dst rows
+      // start 16-byte aligned: dim is a multiple of 8).
+      const uint4 raw = *reinterpret_cast<const uint4*>(in + c0);
+      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+      uint32_t h[8];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < 8; ++i) {
         const __half2_raw x = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(w[i / 2] >> (16 * (i % 2))), __NV_E4M3);
         __half2 y = __half2(x);
         if (s != 1.f) {
@@ -71,18 +85,19 @@ __global__ void upcast_kernel(View4 src, __half* dst, Descale qd, Descale kd, in
         h[i] = *reinterpret_cast<const uint32_t*>(&y);
       }
       *reinterpret_cast<uint4*>(out + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+      *reinterpret_cast<uint4*>(out + c0 + 8) = make_uint4(h[4], h[5], h[6], h[7]);
       continue;
     }
-    const int64_t c1 = c0 + 8 < dim ? c0 + 8 : dim;
+    const int64_t c1 = c0 + kUpSeg < dim ? c0 + kUpSeg : dim;
     for (int64_t c = c0; c < c1; ++c) out[c] = __float2half_rn(float(in[c * src.stride[3]]) * s);
   }
 }
 
-__global__ void scale_rows_kernel(View4 out, Descale vd, int64_t group, RowSeq seq, Rows rw) {
+__global__ void scale_rows_kernel(View4 out, Descale vd, int64_t group, RowSeq seq, Rows<int64_t> rw) {
   const int64_t n = out.shape[0] * out.shape[1] * out.shape[2] * rw.segs, dim = out.shape[3];
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x) {
     int64_t idx[3], c0;
-    rw.at(t, idx, c0);
+    rw.at(t, idx, c0, 8);
     const int64_t b = seq(idx[0], idx[1]);
     if (b < 0) continue;
     const int64_t row = idx[0] * out.stride[0] + idx[1] * out.stride[1] + idx[2] * out.stride[2];
@@ -126,12 +141,18 @@ RowSeq row_seq(const Tensor& cu_seqlens_q, const Tensor& seqused_q, int64_t batc
 }  // namespace
 
 cudaError_t launch_upcast_e4m3(const Tensor& src, __half* dst, const Tensor& qd, const Tensor& kd, int64_t group,
-                               const Tensor& cu_seqlens_q, cudaStream_t stream) {
+                               const Tensor& cu_seqlens, cudaStream_t stream) {
   if (src.numel() == 0) return cudaSuccess;
   const View4 v = view4(src);
-  const Rows rw = rows_of(v);
-  upcast_kernel<<<blocks_for(v.shape[0] * v.shape[1] * v.shape[2] * rw.segs), 256, 0, stream>>>(
-      v, dst, descale(qd), descale(kd), group, row_seq(cu_seqlens_q, Tensor{}, v.shape[0]), rw);
+  const RowSeq seq = row_seq(cu_seqlens, Tensor{}, v.shape[0]);
+  const int64_t segs = v.shape[0] * v.shape[1] * v.shape[2] * ((v.shape[3] + kUpSeg - 1) / kUpSeg);
+  if (fits32(v, kUpSeg)) {
+    upcast_kernel<uint32_t><<<blocks_for(segs), 256, 0, stream>>>(v, dst, descale(qd), descale(kd), group, seq,
+                                                                  rows_of<uint32_t>(v, kUpSeg));
+  } else {
+    upcast_kernel<int64_t><<<blocks_for(segs), 256, 0, stream>>>(v, dst, descale(qd), descale(kd), group, seq,
+                                                                 rows_of<int64_t>(v, kUpSeg));
+  }
   return cudaGetLastError();
 }
 
@@ -139,7 +160,7 @@ cudaError_t launch_scale_rows(const Tensor& out, const Tensor& vd, int64_t group
                               const Tensor& seqused_q, cudaStream_t stream) {
   if (out.numel() == 0 || !vd.present()) return cudaSuccess;
   const View4 v = view4(out);
-  const Rows rw = rows_of(v);
+  const Rows<int64_t> rw = rows_of<int64_t>(v, 8);
   scale_rows_kernel<<<blocks_for(v.shape[0] * v.shape[1] * v.shape[2] * rw.segs), 256, 0, stream>>>(
       v, descale(vd), group, row_seq(cu_seqlens_q, seqused_q, v.shape[0]), rw);
   return cudaGetLastError();

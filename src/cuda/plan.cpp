@@ -160,7 +160,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   const int64_t grid = std::min<int64_t>(tiles * pl.kv_splits, num_sms);
   const int64_t pairs = pl.sched_heads * p.batch * pl.kv_splits;
   pl.section_bh = sm90::section_pairs(causal, pairs, pl.num_m_blocks, grid, pack ? 1 : p.group,
-                                      p.max_seq_k * (p.dim_qk + p.dim_v) * 2 / pl.kv_splits, budget);
+                                      p.max_seq_k * (p.dim_qk + p.dim_v) * 2 / pl.kv_splits, budget,
+                                      tc.lpt_sections);
   if (ov.sections == 0) pl.section_bh = pairs;
   if (ov.sections > 0) pl.section_bh = std::min<int64_t>(ov.sections, pairs);
   // The tile list only where lengths can differ between sequences (packed q / k, seqused_q /

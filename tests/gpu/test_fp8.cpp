@@ -150,6 +150,9 @@ std::vector<CaseSpec> fp8_cases() {
   s.dim_v = 128;
   s.ragged_q = s.ragged_k = true;
   v.push_back(s);
+  s = F8(2, 300, 1100, 4, 2, false, 45);  // hdim 64, 1100 visible keys: the f16 kernel after the upcast (rule)
+  s.dim_qk = s.dim_v = 64;
+  v.push_back(s);
   s = F8(3, 200, 700, 4, 2, true, 46);
   s.dim_qk = s.dim_v = 256;
   s.page_size = 64;
@@ -238,6 +241,40 @@ TEST(GpuFp8SectionList, Hdim256Causal) {
       const testing::OracleResult r = run_fp8(s, c, kAccEps, ov);
       printf("fp8 section list %-54s err %.2e (bound %.2e)\n", testing::describe(s).c_str(), r.max_err, r.bound);
       EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << ": " << r.failure;
+    }
+  }
+}
+
+// fp8 on the f16 kernels after the exact upcast (Overrides::fp8_upcast on) and on the fp8
+// kernel (off), head dims 64 and 128: dense (V scaled in its upcast), ragged K / V (V's rows
+// find their sequence through cu_seqlens_k), GQA and causal, and paged K / V (the output
+// rows scaled after the forward), against the same oracle.
+TEST(GpuFp8Upcast, BothPathsMatchTheReference) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  std::vector<CaseSpec> cases;
+  for (const int dim : {64, 128}) {
+    CaseSpec s = F8(2, 333, 517, 4, 2, true, 80 + dim);
+    s.dim_qk = s.dim_v = dim;
+    cases.push_back(s);
+    s = F8(3, 300, 450, 6, 2, false, 81 + dim);
+    s.dim_qk = s.dim_v = dim;
+    s.ragged_q = s.ragged_k = true;
+    cases.push_back(s);
+    s = F8(2, 200, 700, 4, 1, true, 82 + dim);
+    s.dim_qk = s.dim_v = dim;
+    s.page_size = 64;
+    cases.push_back(s);
+  }
+  for (const CaseSpec& s : cases) {
+    for (const detail::Force f : {detail::Force::on, detail::Force::off}) {
+      Case c = testing::make_case(s);
+      gputest::poison_unread_kv(c.args, NAN);
+      detail::Overrides ov;
+      ov.fp8_upcast = f;
+      const testing::OracleResult r = run_fp8(s, c, kAccEps, ov);
+      printf("fp8 upcast %-3s %-56s err %.2e (bound %.2e)\n", f == detail::Force::on ? "on" : "off",
+             testing::describe(s).c_str(), r.max_err, r.bound);
+      EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << (f == detail::Force::on ? " upcast" : "") << ": " << r.failure;
     }
   }
 }

@@ -139,6 +139,58 @@ TEST(TileScheduler, RandomShapesEveryTileOnce) {
   }
 }
 
+// snake_balance (the rule's model of the sectioned snake) against dealing every tile of every
+// section one by one, on small geometries: the same per-CTA loads, so the same ratio.
+TEST(TileScheduler, SnakeBalanceMatchesDealing) {
+  std::mt19937_64 rng(18);
+  for (int it = 0; it < 3000; ++it) {
+    const int64_t pairs = 1 + int64_t(rng() % 40), nm = 1 + int64_t(rng() % 50), s = 1 + int64_t(rng() % pairs);
+    const int64_t grid = std::min<int64_t>(1 + int64_t(rng() % 140), pairs * nm);
+    std::vector<int64_t> load(size_t(grid), 0), diff(size_t(grid) + 1);
+    int64_t total = 0;
+    for (int64_t first = 0; first < pairs; first += s) {
+      const int64_t n = std::min(s, pairs - first);
+      for (int64_t i = 0; i < n * nm; ++i) {
+        const int64_t round = i / grid, at = i % grid, c = (round % 2) ? grid - 1 - at : at;
+        load[size_t(c)] += nm - i / n + 3;
+        total += nm - i / n + 3;
+      }
+    }
+    const int64_t worst = *std::max_element(load.begin(), load.end());
+    ASSERT_EQ(snake_balance(s, pairs, nm, grid, diff), double(total) / double(grid) / double(worst))
+        << pairs << " pairs of " << nm << " in sections of " << s << " on " << grid;
+  }
+}
+
+// Causal hdim 128, 16 heads, off the power-of-two grid (132 CTAs, budgets of 25 and 30 MB):
+// the near-even rule's sections of one or two rounds balanced at 0.74-0.86 in the model and
+// ran 10-27% slower than larger ones (docs/PERFORMANCE.md, session 18); the rule now takes
+// sections the model balances at >= 0.94. Power-of-two shapes keep their sections, and the
+// rotated section list (restart false) keeps the near-even rule.
+TEST(TileScheduler, OffGridSectionsBalanceInTheModel) {
+  struct Shape {
+    int64_t batch, seq;
+  };
+  for (const int64_t budget : {int64_t(25) << 20, int64_t(30) << 20}) {
+    for (const Shape sh : {Shape{1, 5000}, {1, 7000}, {1, 10000}, {1, 12000}, {1, 14000}, {2, 2500}, {2, 6000}, {4, 5000}}) {
+      const int64_t nm = (sh.seq + 127) / 128, pairs = 16 * sh.batch, kv = sh.seq * 512;
+      std::vector<int64_t> diff(133);
+      const int64_t s = section_pairs(true, pairs, nm, 132, 1, kv, budget);
+      const int64_t near = section_pairs(true, pairs, nm, 132, 1, kv, budget, false);
+      EXPECT_GE(snake_balance(s, pairs, nm, 132, diff), 0.94) << sh.batch << " x " << sh.seq << ": section " << s;
+      EXPECT_LT(snake_balance(near, pairs, nm, 132, diff), 0.9) << sh.batch << " x " << sh.seq << ": near-even " << near;
+      EXPECT_LE(s, std::min(pairs, 2 * std::max<int64_t>(1, budget / kv))) << sh.batch << " x " << sh.seq;
+    }
+    for (const Shape sh : {Shape{1, 16384}, {2, 8192}, {4, 4096}, {8, 2048}}) {
+      const int64_t nm = sh.seq / 128, pairs = 16 * sh.batch, kv = sh.seq * 512;
+      EXPECT_EQ(section_pairs(true, pairs, nm, 132, 1, kv, budget), section_pairs(true, pairs, nm, 132, 1, kv, budget, false))
+          << sh.batch << " x " << sh.seq;
+    }
+  }
+  EXPECT_EQ(section_pairs(true, 16, 128, 132, 1, 16384 * 512, 25 << 20), 2);  // 1 x 16k: two rounds
+  EXPECT_EQ(section_pairs(true, 64, 32, 132, 1, 4096 * 512, 25 << 20), 8);    // 4 x 4k: two rounds less 8 tiles
+}
+
 // Sections off (Overrides::sections = 0, one section of all pairs) is a different order for
 // non-causal problems: heads fastest instead of q-blocks fastest.
 TEST(TileScheduler, NonCausalSectionsOffIsHeadsFastest) {

@@ -43,12 +43,49 @@ inline int64_t l2_budget(int64_t requested, int64_t device_l2_bytes) {
   return std::max<int64_t>(1, device_l2_bytes / 2);
 }
 
+// The sectioned snake's balance in the scheduler's cost model: mean over max per-CTA load
+// when `pairs` (batch, head) pairs of `m_blocks` causal q-tiles run in sections of `s` pairs,
+// each dealt longest first (LPT rank i of a section of n pairs: cost m_blocks - i / n key
+// blocks + 3 fixed) as a snake over `grid` CTAs from CTA 0 (scheduler.cuh tile_id). All full
+// sections load the CTAs alike, so one is dealt and counted full-sections times; the shorter
+// last section is dealt once. A run of equal-cost tiles inside one round covers a range of
+// CTAs: one add and one subtract in `diff` (grid + 1 entries), so a section costs ~m_blocks +
+// 2 x its rounds steps and the loads one pass over the grid.
+inline double snake_balance(int64_t s, int64_t pairs, int64_t m_blocks, int64_t grid, std::vector<int64_t>& diff) {
+  std::fill(diff.begin(), diff.end(), 0);
+  const int64_t full = pairs / s, last = pairs % s;
+  int64_t total = 0;
+  auto deal = [&](int64_t n, int64_t times) {  // no divisions: rank and round advance by runs
+    const int64_t tiles = n * m_blocks;
+    int64_t i = 0, rank = 0, rank_end = n, round = 0, round_start = 0;
+    while (i < tiles) {
+      const int64_t round_end = std::min(tiles, round_start + grid), run_end = std::min(round_end, rank_end);
+      const int64_t cost = (m_blocks - rank + 3) * times;
+      int64_t c0 = i - round_start, c1 = run_end - round_start;  // CTAs [c0, c1) of a forward round
+      if (round & 1) std::swap(c0, c1), c0 = grid - c0, c1 = grid - c1;  // a backward round: mirrored
+      diff[size_t(c0)] += cost;
+      diff[size_t(c1)] -= cost;
+      total += cost * (run_end - i);
+      i = run_end;
+      if (i == rank_end) ++rank, rank_end += n;
+      if (i == round_end) ++round, round_start += grid;
+    }
+  };
+  deal(s, full);
+  if (last > 0) deal(last, 1);
+  int64_t worst = 0, acc = 0;
+  for (int64_t c = 0; c < grid; ++c) worst = std::max(worst, acc += diff[size_t(c)]);
+  return worst > 0 ? double(total) / double(grid) / double(worst) : 1.0;
+}
+
 // (batch, head) pairs per section. `lpt`: causal tiles (longest first, snake-dealt);
 // otherwise uniform-cost tiles (sections of one pair, see above). `pairs` = batch x heads_q,
 // `m_blocks` q-tiles per pair, `grid` launched CTAs, `group` query heads per kv head,
-// `kv_bytes_per_head` the K+V bytes of one (batch, kv head).
+// `kv_bytes_per_head` the K+V bytes of one (batch, kv head). `restart`: the order deals each
+// section's snake from CTA 0 (the kernels' own sectioned snake; false: the rotated section
+// list, whose partial rounds rotate over the grid, keeps the near-even rule below).
 inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t grid, int64_t group,
-                             int64_t kv_bytes_per_head, int64_t budget) {
+                             int64_t kv_bytes_per_head, int64_t budget, bool restart = true) {
   if (!lpt) return 1;
   grid = std::max<int64_t>(1, grid);
   m_blocks = std::max<int64_t>(1, m_blocks);
@@ -59,19 +96,13 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
   // 128 MB > 25 MB).
   if (fit >= pairs && pairs * 2 <= grid) return pairs;
   const int64_t one_round = (grid + m_blocks - 1) / m_blocks;
-  const int64_t two_rounds = std::max<int64_t>(1, (2 * grid + m_blocks / 2) / m_blocks);
   // Many rounds: the partial round holds only the cheapest tiles; whole kv heads.
   if (fit * m_blocks >= 16 * grid) return std::max(fit, one_round);
-  // Few rounds. A section's tiles past its last even round go, cheapest, to the same low CTAs
-  // in every section (the snake restarts at CTA 0), so an excess accumulates over the
-  // sections (17 pairs of 16 q-blocks: 272 tiles = 2 x 132 + 8, and CTAs 0..7 got 8% more
-  // work than the mean over the 8 sections of causal 2k x 8 x 16 heads), while a section a
-  // little short of an even round count costs nothing (CTAs 0..e-1 get less).
-  // So: first the largest s <= fit whose tiles are exactly an even number of rounds, else
-  // the largest such s <= 1.5 x fit (the budget is half the L2, so the other half still holds
-  // some of it); then the largest s <= fit at most half a pair's tiles short of one; whole kv
-  // heads where s >= group. Past the budget only where nothing within it is exact: an exact
-  // section past it lost to an exact one within it (docs/PERFORMANCE.md, session 9).
+  // Few rounds. First the largest s <= fit whose tiles are exactly an even number of snake
+  // rounds (forward and backward rounds pair long with short tiles), else the largest such s
+  // <= 1.5 x fit (the budget is half the L2, so the other half still holds some of it); whole
+  // kv heads where s >= group. An exact section past the budget lost to an exact one within
+  // it (docs/PERFORMANCE.md, session 9).
   const int64_t two = 2 * grid;
   for (const int64_t cap : {fit, fit + fit / 2}) {
     for (int64_t s = std::min(pairs, cap); s >= 1; --s) {
@@ -79,14 +110,41 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
       if ((s * m_blocks) % two == 0) return s;
     }
   }
-  for (int64_t s = fit; s >= 1; --s) {
+  // Else the largest s <= fit at most half a pair's tiles short of an even round count (a
+  // section a little short costs nothing: CTAs 0..e-1 get less), whole kv heads; else about
+  // two rounds (a section of 1.3 rounds left CTAs idle for ~1.5x the mean work).
+  int64_t near = 0;
+  for (int64_t s = fit; s >= 1 && near == 0; --s) {
     if (s >= group && s % group != 0) continue;
     const int64_t tiles = s * m_blocks, r = (tiles + two - 1) / two;  // pairs of rounds covering it
-    if (2 * (r * two - tiles) <= m_blocks) return s;
+    if (2 * (r * two - tiles) <= m_blocks) near = s;
   }
-  // Fewer than two rounds fit the budget: balance wins (a section of 1.3 rounds left CTAs
-  // idle for ~1.5x the mean work in the host model), so about two rounds.
-  return std::min(std::max(two_rounds, one_round), pairs);
+  if (near == 0) near = std::min(std::max((2 * grid + m_blocks / 2) / m_blocks, one_round), pairs);
+  if (!restart) return near;
+  // Where that balances badly in the sectioned snake's model (snake_balance below 0.95), the
+  // model decides: the smallest section of whole kv heads, of at least one round and at most
+  // twice the budget, within 1% of the best balance there, if it beats `near` by 0.03. The
+  // snake restarts at CTA 0 in every section, so a section's partial round lands on the same
+  // CTAs each time and the last, shorter section adds its own: such sections (0.74-0.86 in
+  // the model) lost 10-27% to larger ones (hdim 128 causal, 16 heads, seq 2500-14000, H200),
+  // ranked as the model ranks them; those larger sections, up to 2-4x the budget, showed no
+  // L2 penalty there (docs/PERFORMANCE.md, session 18). Host work: at most 64 candidates of
+  // ~m_blocks + 2 x rounds + grid steps each (1-6 us).
+  std::vector<int64_t> diff(static_cast<size_t>(grid) + 1);
+  const double near_balance = snake_balance(near, pairs, m_blocks, grid, diff);
+  if (near_balance >= 0.95) return near;
+  const int64_t lo = std::min(pairs, one_round), hi = std::min({pairs, std::max(2 * fit, lo), lo + 63});
+  std::vector<double> score(static_cast<size_t>(hi - lo) + 1, -1.0);
+  double best = -1.0;
+  for (int64_t s = lo; s <= hi; ++s) {
+    if (s >= group && s % group != 0) continue;
+    score[size_t(s - lo)] = snake_balance(s, pairs, m_blocks, grid, diff);
+    best = std::max(best, score[size_t(s - lo)]);
+  }
+  if (best < near_balance + 0.03) return near;
+  for (int64_t s = lo; s <= hi; ++s)
+    if (score[size_t(s - lo)] >= best - 0.01) return s;
+  return near;
 }
 
 // Dynamic assignment rule (scheduler.cuh DynamicTiles): only when the longest tile visits at
