@@ -161,9 +161,10 @@ Tensor contiguous(const Tensor& like, void* data, DType dt, int rank, const int6
   return t;
 }
 
-// fp8 with head dims no fp8 kernel serves: the f16 kernels on exact f16 copies of K and V and
-// a descaled copy of Q, then v_descale on the output rows (fp8_upcast.h). Stream-ordered
-// scratch for the copies (K / V whole, paged pools included), freed after the forward.
+// fp8 with head dims no fp8 kernel serves (and the calls fp8_upcast_needed names): the f16
+// kernels on exact f16 copies of K and V and a descaled copy of Q, v_descale in V's copy or
+// on the output rows (fp8_upcast.h). Stream-ordered scratch for the copies (K / V whole, paged
+// pools included), freed after the forward.
 Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) {
   cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
   auto padded = [](int64_t n) { return (n + 63) / 64 * 64; };  // 128-byte aligned regions
@@ -177,15 +178,16 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
   b.k = contiguous(a.k, scratch + nq, DType::f16, a.k.rank, a.k.shape);
   b.v = contiguous(a.v, scratch + nq + nk, DType::f16, a.v.rank, a.v.shape);
   b.q_descale = b.k_descale = b.v_descale = Tensor{};
-  cudaError_t e = cuda::launch_upcast_e4m3(a.q, static_cast<__half*>(b.q.data), a.q_descale, a.k_descale, p.group,
-                                           a.cu_seqlens_q, stream);
+  cudaError_t e = cuda::launch_upcast_e4m3(a.q, static_cast<__half*>(b.q.data), a.q_descale, a.k_descale,
+                                           p.group, a.cu_seqlens_q, stream);
   if (e == cudaSuccess) e = cuda::launch_upcast_e4m3(a.k, static_cast<__half*>(b.k.data), {}, {}, 1, {}, stream);
-  // V times its descale where each V row names its sequence (dense or ragged K / V; paged pages
-  // may serve several sequences): the output then needs no pass of its own.
-  const bool v_scaled = a.v_descale.present() && p.kv != KvLayout::paged;
+  // V times its descale where each V row's batch index is its sequence (dense K / V; ragged
+  // rows may come from a kvcache view whose starts are not sorted, paged pages may serve several
+  // sequences): the output then needs no pass of its own.
+  const bool v_scaled = a.v_descale.present() && p.kv == KvLayout::dense;
   if (e == cudaSuccess)
     e = cuda::launch_upcast_e4m3(a.v, static_cast<__half*>(b.v.data), v_scaled ? a.v_descale : Tensor{}, {}, 1,
-                                 v_scaled ? a.cu_seqlens_k : Tensor{}, stream);
+                                 {}, stream);
   Status s = e == cudaSuccess ? Status::Ok() : cuda_error("fp8 upcast", e);
   Problem pb;
   if (s.ok()) s = build_problem(b, &pb);
@@ -203,11 +205,13 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
 // whatever the dense kind does not run: ragged or paged K/V and q, seqused, sinks, softcap,
 // windows, chunks (and a transpose grid beyond CUDA's limits). Elsewhere Overrides::fp8_upcast
 // decides, or the rule: q / k and v dims up to 64 (which the fp8 kernel runs at 128 on zero
-// columns, half its tensor work wasted) with dense or ragged K / V, no window or chunk, and at
-// least 1024 visible keys per query row on average (causal: seq_k - seq_q / 2). There the f16
-// hdim-64 kernel after the upcast ran 1.07-1.41x the fp8 kernel, the upcast's pass over Q, K
-// and V included; below, at 512 (16 x 1k causal), 0.87x (docs/PERFORMANCE.md, session 18).
-// Paged pools stay on the fp8 kernel: the upcast would copy the whole pool.
+// columns, half its tensor work wasted) with dense or ragged K / V, no window or chunk, at
+// least 1024 query rows and 1024 visible keys per query row on average (causal: seq_k -
+// seq_q / 2). There the f16 hdim-64 kernel after the upcast ran 1.07-1.41x the fp8
+// kernel, the upcast's pass over Q, K and V included; below, at 512 keys (16 x 1k causal),
+// 0.87x (docs/PERFORMANCE.md, session 18). Paged pools, seqused_k (a cache's capacity is not
+// its keys: decode and kvcache calls) and short queries stay on the fp8 kernel: the copy of
+// K / V would outweigh the attention.
 bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {
   if (!p.fp8) return false;
   const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true);
@@ -221,9 +225,9 @@ bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {
   if (p.cp_chunk > 0) return false;  // context parallelism runs on the fp8 kernel (check_supported)
   if (ov.fp8_upcast != Force::rule) return ov.fp8_upcast == Force::on;
   const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
-  if (p.dim_qk > 64 || p.dim_v > 64 || p.kv == KvLayout::paged || windowed) return false;
+  if (p.dim_qk > 64 || p.dim_v > 64 || p.kv == KvLayout::paged || p.has_seqused_k || windowed) return false;
   const int64_t visible = p.mask.causal ? p.max_seq_k - p.max_seq_q / 2 : p.max_seq_k;
-  return visible >= 1024;
+  return p.max_seq_q >= 1024 && visible >= 1024;
 }
 
 // fp8 at 256 / 256: V transposed into stream-ordered scratch (fp8_vt.h) and the kernel's V map

@@ -1,13 +1,13 @@
-// fp8 (e4m3) calls whose head dims no fp8 kernel serves (above 128: tile_size.h kernel_dims)
-// run on the f16 kernels (forward_sm90.cpp fp8_upcast_forward). e4m3 -> f16 is exact (3 of 10
+// fp8 (e4m3) calls whose head dims no fp8 kernel serves (above 128: tile_size.h kernel_dims),
+// and the others forward_sm90.cpp fp8_upcast_needed names, run on the f16 kernels (forward_sm90.cpp fp8_upcast_forward). e4m3 -> f16 is exact (3 of 10
 // mantissa bits; e4m3's exponents 2^-9 .. 2^8 lie inside f16's), so K and V are converted as
 // they are, whatever their layout (paged pools too). The descales move: Q is converted times
 // q_descale x k_descale of its (sequence, kv head) (one f16 rounding of a logit input, 2^-11
 // relative, far below the fp8 kernel's e4m3 rounding of P); V times v_descale where K / V are
-// dense or ragged (each row's sequence is known), else (paged) each output row is multiplied
-// by its v_descale after the f16 forward (the LSE does not depend on V). Preconditions of the
-// f16 path: |q| x q_descale x k_descale < 65504 (f16's largest value, 146x e4m3's), and
-// |v| x v_descale < 65504 for dense or ragged K / V.
+// dense (each row's batch index is its sequence), else each output row is multiplied by its
+// v_descale after the f16 forward (the LSE does not depend on V). Preconditions of the f16
+// path: |q| x q_descale x k_descale < 65504 (f16's largest value, 146x e4m3's), and |v| x
+// v_descale < 65504 for dense K / V.
 #pragma once
 
 #include <cuda_fp16.h>

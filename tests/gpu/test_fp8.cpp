@@ -139,7 +139,7 @@ std::vector<CaseSpec> fp8_cases() {
   s.dim_v = 512;
   v.push_back(s);
   // Head dims above 128 otherwise: the f16 kernels on upcast copies (fp8_upcast.h; Q carries
-  // q x k descales by sequence, the output rows v's): 192, 192 / 128 with ragged q and k,
+  // q x k descales by sequence, dense V or else the output rows v's): 192, 192 / 128 with ragged q and k,
   // paged 256 (the pool upcast whole), seqused_q (rows past it keep their poison through the
   // row scaling), sinks + softcap.
   s = F8(2, 300, 400, 4, 2, false, 44);
@@ -150,7 +150,7 @@ std::vector<CaseSpec> fp8_cases() {
   s.dim_v = 128;
   s.ragged_q = s.ragged_k = true;
   v.push_back(s);
-  s = F8(2, 300, 1100, 4, 2, false, 45);  // hdim 64, 1100 visible keys: the f16 kernel after the upcast (rule)
+  s = F8(2, 1030, 1100, 4, 2, false, 45);  // hdim 64, 1100 visible keys: the f16 kernel after the upcast (rule)
   s.dim_qk = s.dim_v = 64;
   v.push_back(s);
   s = F8(3, 200, 700, 4, 2, true, 46);
@@ -246,9 +246,8 @@ TEST(GpuFp8SectionList, Hdim256Causal) {
 }
 
 // fp8 on the f16 kernels after the exact upcast (Overrides::fp8_upcast on) and on the fp8
-// kernel (off), head dims 64 and 128: dense (V scaled in its upcast), ragged K / V (V's rows
-// find their sequence through cu_seqlens_k), GQA and causal, and paged K / V (the output
-// rows scaled after the forward), against the same oracle.
+// kernel (off), head dims 64 and 128: dense (V scaled in its upcast), ragged K / V and paged
+// K / V (the output rows scaled after the forward), GQA and causal, against the same oracle.
 TEST(GpuFp8Upcast, BothPathsMatchTheReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   std::vector<CaseSpec> cases;

@@ -165,15 +165,26 @@ TEST_F(GpuKvcache, HeadDimsDtypesFeatures) {
   EXPECT_EQ(run_and_check(s), "") << describe(s);
 }
 
+// fp8 at head dim 128 (the fp8 kernel, pages of 16), and at 256 and 64 with cache_batch_idx
+// over a dense cache: the upcast path (fp8_upcast.h) on the kvcache's ragged view, whose
+// sequence starts follow the chosen cache rows (not sorted), so v_descale goes on the output
+// rows, not into the V copy.
 TEST_F(GpuKvcache, Fp8CacheAppend) {
-  KvCaseSpec s = serving(2, 16, 300, 16, 90);
-  s.dtype = DType::e4m3, s.rotary_dim = 0;
-  KvCase c = testing::make_kv_case(s);
-  const KvSnapshot before = testing::snapshot(c);
-  const Status st = run_device(c);
-  ASSERT_TRUE(st.ok()) << st.message();
-  // fp8 tensor-core accumulation: the cache bit for bit, the output within the fp8 bound.
-  EXPECT_EQ(testing::check_kv_call(c.args, before, 1e-3, 0, /*acc_eps=*/1.0 / 2048), "") << describe(s);
+  struct Variant {
+    int64_t dim, page;
+    bool batch_idx;
+  };
+  for (const Variant x : {Variant{128, 16, false}, Variant{256, 0, true}, Variant{64, 0, true}}) {
+    KvCaseSpec s = serving(3, 16, 300, x.page, 90 + uint64_t(x.dim));
+    s.dtype = DType::e4m3, s.rotary_dim = 0;
+    s.dim_qk = s.dim_v = x.dim, s.batch_idx = x.batch_idx;
+    KvCase c = testing::make_kv_case(s);
+    const KvSnapshot before = testing::snapshot(c);
+    const Status st = run_device(c);
+    ASSERT_TRUE(st.ok()) << describe(s) << ": " << st.message();
+    // fp8 tensor-core accumulation: the cache bit for bit, the output within the fp8 bound.
+    EXPECT_EQ(testing::check_kv_call(c.args, before, 1e-3, 0, /*acc_eps=*/1.0 / 2048), "") << describe(s);
+  }
 }
 
 // Device metadata a check rejects: nothing written to the cache; every output row is that of

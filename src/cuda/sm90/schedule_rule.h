@@ -129,7 +129,7 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
   // the model) lost 10-27% to larger ones (hdim 128 causal, 16 heads, seq 2500-14000, H200),
   // ranked as the model ranks them; those larger sections, up to 2-4x the budget, showed no
   // L2 penalty there (docs/PERFORMANCE.md, session 18). Host work: at most 64 candidates of
-  // ~m_blocks + 2 x rounds + grid steps each (1-6 us).
+  // ~m_blocks + 2 x rounds + grid steps each (1-6 us on the measured shapes, ~30 us at worst).
   std::vector<int64_t> diff(static_cast<size_t>(grid) + 1);
   const double near_balance = snake_balance(near, pairs, m_blocks, grid, diff);
   if (near_balance >= 0.95) return near;
