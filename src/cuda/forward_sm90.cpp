@@ -207,9 +207,9 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
 // decides, or the rule: q / k and v dims up to 64 (which the fp8 kernel runs at 128 on zero
 // columns, half its tensor work wasted) with dense or ragged K / V, no window or chunk, at
 // least 1024 query rows and 1024 visible keys per query row on average (causal: seq_k -
-// seq_q / 2). There the f16 hdim-64 kernel after the upcast ran 1.07-1.41x the fp8
-// kernel, the upcast's pass over Q, K and V included; below, at 512 keys (16 x 1k causal),
-// 0.87x (docs/PERFORMANCE.md, session 18). Paged pools, seqused_k (a cache's capacity is not
+// seq_q / 2). There the f16 hdim-64 kernel after the upcast was faster than the fp8 kernel,
+// the upcast's pass over Q, K and V included, and at half as many keys slower
+// (docs/PERFORMANCE.md, session 18). Paged pools, seqused_k (a cache's capacity is not
 // its keys: decode and kvcache calls) and short queries stay on the fp8 kernel: the copy of
 // K / V would outweigh the attention.
 bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {

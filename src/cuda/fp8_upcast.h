@@ -1,7 +1,8 @@
 // fp8 (e4m3) calls whose head dims no fp8 kernel serves (above 128: tile_size.h kernel_dims),
-// and the others forward_sm90.cpp fp8_upcast_needed names, run on the f16 kernels (forward_sm90.cpp fp8_upcast_forward). e4m3 -> f16 is exact (3 of 10
-// mantissa bits; e4m3's exponents 2^-9 .. 2^8 lie inside f16's), so K and V are converted as
-// they are, whatever their layout (paged pools too). The descales move: Q is converted times
+// and the others forward_sm90.cpp fp8_upcast_needed names, run on the f16 kernels
+// (forward_sm90.cpp fp8_upcast_forward). e4m3 -> f16 is exact (3 of 10 mantissa bits; e4m3's
+// exponents 2^-9 .. 2^8 lie inside f16's), so K and V are converted as they are, whatever
+// their layout (paged pools too). The descales move: Q is converted times
 // q_descale x k_descale of its (sequence, kv head) (one f16 rounding of a logit input, 2^-11
 // relative, far below the fp8 kernel's e4m3 rounding of P); V times v_descale where K / V are
 // dense (each row's batch index is its sequence), else each output row is multiplied by its

@@ -273,7 +273,8 @@ TEST(GpuFp8Upcast, BothPathsMatchTheReference) {
       const testing::OracleResult r = run_fp8(s, c, kAccEps, ov);
       printf("fp8 upcast %-3s %-56s err %.2e (bound %.2e)\n", f == detail::Force::on ? "on" : "off",
              testing::describe(s).c_str(), r.max_err, r.bound);
-      EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << (f == detail::Force::on ? " upcast" : "") << ": " << r.failure;
+      EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << (f == detail::Force::on ? " upcast" : "") << ": "
+                                     << r.failure;
     }
   }
 }

@@ -125,11 +125,10 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
   // model decides: the smallest section of whole kv heads, of at least one round and at most
   // twice the budget, within 1% of the best balance there, if it beats `near` by 0.03. The
   // snake restarts at CTA 0 in every section, so a section's partial round lands on the same
-  // CTAs each time and the last, shorter section adds its own: such sections (0.74-0.86 in
-  // the model) lost 10-27% to larger ones (hdim 128 causal, 16 heads, seq 2500-14000, H200),
-  // ranked as the model ranks them; those larger sections, up to 2-4x the budget, showed no
-  // L2 penalty there (docs/PERFORMANCE.md, session 18). Host work: at most 64 candidates of
-  // ~m_blocks + 2 x rounds + grid steps each (1-6 us on the measured shapes, ~30 us at worst).
+  // CTAs each time and the last, shorter section adds its own. Off the power-of-two grid such
+  // sections ran slower than larger ones, in the order the model ranks them, and the larger
+  // sections (up to 2-4x the budget) showed no L2 penalty (docs/PERFORMANCE.md, session 18).
+  // Host work: at most 64 candidates of ~m_blocks + 2 x rounds + grid steps each.
   std::vector<int64_t> diff(static_cast<size_t>(grid) + 1);
   const double near_balance = snake_balance(near, pairs, m_blocks, grid, diff);
   if (near_balance >= 0.95) return near;
