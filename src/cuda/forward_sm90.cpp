@@ -14,6 +14,7 @@
 #include "common/problem.h"
 #include "cuda/device_guard.h"
 #include "cuda/fp8_upcast.h"
+#include "cuda/fp8_upcast_rule.h"
 #include "cuda/fp8_vt.h"
 #include "cuda/paged_gather.h"
 #include "cuda/kvcache_prepass.h"
@@ -204,14 +205,7 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
 // fp8 kernels lack, and at 256 / 256 (there the dense kind alone, V pre-transposed: fp8_vt.h)
 // whatever the dense kind does not run: ragged or paged K/V and q, seqused, sinks, softcap,
 // windows, chunks (and a transpose grid beyond CUDA's limits). Elsewhere Overrides::fp8_upcast
-// decides, or the rule: q / k and v dims up to 64 (which the fp8 kernel runs at 128 on zero
-// columns, half its tensor work wasted) with dense or ragged K / V, no window or chunk, at
-// least 1024 query rows and 1024 visible keys per query row on average (causal: seq_k -
-// seq_q / 2). There the f16 hdim-64 kernel after the upcast was faster than the fp8 kernel,
-// the upcast's pass over Q, K and V included, and at half as many keys slower
-// (docs/PERFORMANCE.md, session 18). Paged pools, seqused_k (a cache's capacity is not
-// its keys: decode and kvcache calls) and short queries stay on the fp8 kernel: the copy of
-// K / V would outweigh the attention.
+// decides, or the rule (fp8_upcast_rule.h: small head dims with enough queries and keys).
 bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {
   if (!p.fp8) return false;
   const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true);
@@ -224,10 +218,7 @@ bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {
   }
   if (p.cp_chunk > 0) return false;  // context parallelism runs on the fp8 kernel (check_supported)
   if (ov.fp8_upcast != Force::rule) return ov.fp8_upcast == Force::on;
-  const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
-  if (p.dim_qk > 64 || p.dim_v > 64 || p.kv == KvLayout::paged || p.has_seqused_k || windowed) return false;
-  const int64_t visible = p.mask.causal ? p.max_seq_k - p.max_seq_q / 2 : p.max_seq_k;
-  return p.max_seq_q >= 1024 && visible >= 1024;
+  return cuda::fp8_upcast_faster(p);
 }
 
 // fp8 at 256 / 256: V transposed into stream-ordered scratch (fp8_vt.h) and the kernel's V map
