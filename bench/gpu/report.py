@@ -193,8 +193,10 @@ def fp8_table(rows, labels=()):
 
 
 def variants_table(rows, labels):
-    """TFLOP/s of longattn (rules) and each override column, with its ratio to the rules."""
-    hdr = ["hdim", "shape", "mask", "FA3", "longattn"] + list(labels) + ["max abs diff (all columns)"]
+    """TFLOP/s of longattn (rules), each --baseline build and each override column, with its
+    ratio to the rules."""
+    labels = [b for b in BASELINES if any(get(r, b, "tflops") for r in rows)] + list(labels)
+    hdr = ["hdim", "shape", "mask", "FA3", "longattn"] + labels + ["max abs diff (all columns)"]
     body = []
     for r in rows:
         _, d = _case(r)

@@ -102,6 +102,10 @@ def test_tables():
     assert "WRONG?" in report.peer_table([bad])
     r["impls"]["dynamic=on"] = {"tflops": 442.05, "maxdiff": 0.01}
     assert "442 (1.050)" in report.variants_table([r], ["dynamic=on", "sections=0"])
+    r["impls"]["baseline"] = {"tflops": 400.95, "maxdiff": 0.0}  # a --baseline build: its own column
+    vt = report.variants_table([r], ["dynamic=on"])
+    assert "| baseline | dynamic=on |" in vt and "401 (0.952)" in vt, vt
+    del r["impls"]["baseline"]
     r["base"] = "longattn"
     lt = report.long_table([r])
     # The rows carry wall times, so the table has its "wall us" column.
