@@ -23,9 +23,9 @@ struct MaskRule {
   LONGATTN_HD int64_t offset(int64_t seq_q, int64_t seq_k) const {
     return top_left ? 0 : seq_k - seq_q;
   }
-  LONGATTN_HD bool any() const {
-    return causal || window_left >= 0 || window_right >= 0 || chunk > 0;
-  }
+  // A window or a chunk bounds the visible keys (beyond what causal does).
+  LONGATTN_HD bool windowed() const { return window_left >= 0 || window_right >= 0 || chunk > 0; }
+  LONGATTN_HD bool any() const { return causal || windowed(); }
 };
 
 // Floor division for possibly negative numerators (positions left of key 0 under

@@ -179,8 +179,8 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
   b.k = contiguous(a.k, scratch + nq, DType::f16, a.k.rank, a.k.shape);
   b.v = contiguous(a.v, scratch + nq + nk, DType::f16, a.v.rank, a.v.shape);
   b.q_descale = b.k_descale = b.v_descale = Tensor{};
-  cudaError_t e = cuda::launch_upcast_e4m3(a.q, static_cast<__half*>(b.q.data), a.q_descale, a.k_descale,
-                                           p.group, a.cu_seqlens_q, stream);
+  cudaError_t e = cuda::launch_upcast_e4m3(a.q, static_cast<__half*>(b.q.data), a.q_descale, a.k_descale, p.group,
+                                           a.cu_seqlens_q, stream);
   if (e == cudaSuccess) e = cuda::launch_upcast_e4m3(a.k, static_cast<__half*>(b.k.data), {}, {}, 1, {}, stream);
   // V times its descale where each V row's batch index is its sequence (dense K / V; ragged
   // rows may come from a kvcache view whose starts are not sorted, paged pages may serve several
@@ -211,7 +211,7 @@ bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {
   const cuda::sm90::HeadDims kd = cuda::sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), true);
   if (kd.qk == 0) return true;
   if (kd.qk > 128) {
-    const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
+    const bool windowed = p.mask.windowed();
     if (p.q_ragged || p.kv != KvLayout::dense || p.has_seqused_k || p.has_seqused_q || p.has_sinks ||
         p.softcap > 0.f || windowed || !cuda::fp8_vt_fits(p.batch, p.max_seq_k, p.heads_kv))
       return true;

@@ -16,7 +16,7 @@
 namespace longattn::cuda {
 
 inline bool fp8_upcast_faster(const detail::Problem& p) {
-  const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
+  const bool windowed = p.mask.windowed();
   if (!p.fp8 || p.dim_qk > 64 || p.dim_v > 64 || p.kv == detail::KvLayout::paged || p.has_seqused_k || windowed)
     return false;
   const int64_t visible = p.mask.causal ? p.max_seq_k - p.max_seq_q / 2 : p.max_seq_k;

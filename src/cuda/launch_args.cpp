@@ -97,7 +97,7 @@ bool encode_out_map(const Args& a, const detail::Problem& p, const ForwardPlan& 
 void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::FwdParams* out) {
   sm90::FwdParams fp;
   const bool causal = p.mask.causal;
-  const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
+  const bool windowed = p.mask.windowed();
   const bool paged = p.kv == KvLayout::paged;
   fp.batch = p.batch;
   fp.heads_q = plan.sched_heads;

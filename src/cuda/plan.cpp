@@ -36,7 +36,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
                     int64_t l2_bytes, ForwardPlan* out) {
   ForwardPlan pl;
   const bool causal = p.mask.causal;
-  const bool windowed = p.mask.window_left >= 0 || p.mask.window_right >= 0 || p.mask.chunk > 0;
+  const bool windowed = p.mask.windowed();
   const bool paged = p.kv == KvLayout::paged;
   // The compiled head dims that serve the call (forward_sm90.cpp check_supported found them).
   const sm90::HeadDims kd = sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), p.fp8);

@@ -36,6 +36,10 @@
 
 namespace longattn::cuda::sm90 {
 
+// The scheduler's cost model of a causal tile: its key blocks plus this many block times of
+// fixed cost (tile start, last P.V, epilogue; docs/PERFORMANCE.md "Per-tile fixed cost").
+inline constexpr int64_t kTileFixedBlocks = 3;
+
 // K+V bytes a section may keep in L2: the caller's budget (Args::l2_budget_bytes) if > 0,
 // else half the device's L2 size.
 inline int64_t l2_budget(int64_t requested, int64_t device_l2_bytes) {
@@ -45,8 +49,8 @@ inline int64_t l2_budget(int64_t requested, int64_t device_l2_bytes) {
 
 // The sectioned snake's balance in the scheduler's cost model: mean over max per-CTA load
 // when `pairs` (batch, head) pairs of `m_blocks` causal q-tiles run in sections of `s` pairs,
-// each dealt longest first (LPT rank i of a section of n pairs: cost m_blocks - i / n key
-// blocks + 3 fixed) as a snake over `grid` CTAs from CTA 0 (scheduler.cuh tile_id). All full
+// each dealt longest first (LPT rank i of a section of n pairs: cost m_blocks - i / n +
+// kTileFixedBlocks) as a snake over `grid` CTAs from CTA 0 (scheduler.cuh tile_id). All full
 // sections load the CTAs alike, so one is dealt and counted full-sections times; the shorter
 // last section is dealt once. A run of equal-cost tiles inside one round covers a range of
 // CTAs: one add and one subtract in `diff` (grid + 1 entries), so a section costs ~m_blocks +
@@ -60,7 +64,7 @@ inline double snake_balance(int64_t s, int64_t pairs, int64_t m_blocks, int64_t 
     int64_t i = 0, rank = 0, rank_end = n, round = 0, round_start = 0;
     while (i < tiles) {
       const int64_t round_end = std::min(tiles, round_start + grid), run_end = std::min(round_end, rank_end);
-      const int64_t cost = (m_blocks - rank + 3) * times;
+      const int64_t cost = (m_blocks - rank + kTileFixedBlocks) * times;
       int64_t c0 = i - round_start, c1 = run_end - round_start;  // CTAs [c0, c1) of a forward round
       if (round & 1) std::swap(c0, c1), c0 = grid - c0, c1 = grid - c1;  // a backward round: mirrored
       diff[size_t(c0)] += cost;
@@ -199,7 +203,7 @@ inline void fill_schedule_constants(FwdParams* p, int64_t grid) {
 // they are its lightest (an odd number of rounds and a long backward partial round leave the
 // first g - last_rem CTAs one tile short). The pick: the lower max per-CTA load in the
 // scheduler's cost model (causal ramp, LPT rank r of n pairs' tiles: i / n, a tile costs its
-// nm - r key blocks + 3), of the full sections counting only the surplus tiles (their whole
+// nm - r + kTileFixedBlocks), of the full sections counting only the surplus tiles (their whole
 // rounds balance in pairs where the rule rotates). A last section of more than 4 rounds
 // balances like the full ones and continues the arc. Host work: at most ~5 grids of tiles.
 inline uint32_t rotated_last_first(const FwdParams& sec, int64_t grid) {
@@ -209,7 +213,8 @@ inline uint32_t rotated_last_first(const FwdParams& sec, int64_t grid) {
   if (tiles_last == 0 || tiles_last > 4 * g || starts[0] == starts[1]) return uint32_t(starts[0]);
   const int64_t nm = sec.num_m_blocks, pairs = sec.section_bh, last_pairs = sec.heads_q * sec.batch - full * pairs;
   int64_t surplus = 0;  // a full section's partial-round tiles, mean cost
-  for (int64_t i = sec.sec_rounds * g; i < int64_t(sec.sec_tiles); ++i) surplus += nm - i / pairs + 3;
+  for (int64_t i = sec.sec_rounds * g; i < int64_t(sec.sec_tiles); ++i)
+    surplus += nm - i / pairs + kTileFixedBlocks;
   surplus = rem ? surplus / rem : 0;
   std::vector<int64_t> load(size_t(g), 0), last(size_t(g), 0);
   for (int64_t c = 0; c < g; ++c) {  // c's count on the arc: positions x in [a, a + full * rem), x = c mod g
@@ -218,7 +223,7 @@ inline uint32_t rotated_last_first(const FwdParams& sec, int64_t grid) {
   }
   for (int64_t i = 0; i < tiles_last; ++i) {
     const int64_t round = i / g, at = i - round * g;
-    last[size_t((round & 1) ? g - 1 - at : at)] += nm - i / last_pairs + 3;
+    last[size_t((round & 1) ? g - 1 - at : at)] += nm - i / last_pairs + kTileFixedBlocks;
   }
   int64_t best = -1, pick = starts[0];
   for (const int64_t s : starts) {
