@@ -82,6 +82,7 @@ std::string encode_vt_map(const void* vt, int64_t batch, int64_t heads_kv, int64
 bool encode_out_map(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::LaunchArgs* la) {
   if (plan.kernel != sm90::Kernel::dense && plan.kernel != sm90::Kernel::feature) return false;
   if (plan.tile.q_stages < 2) return false;  // kernel_config.cuh kOTma
+  if (plan.q_shift > 0) return false;  // a TMA store at a negative row faulted (illegal instruction)
   if (p.fp8 || p.out_dtype != p.in_dtype || a.out.rank != 4) return false;
   if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return false;
   if (reinterpret_cast<uintptr_t>(a.out.data) % 16 != 0) return false;
@@ -123,6 +124,9 @@ void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& pla
   fp.rescale_threshold = plan.rescale_threshold;
   fp.causal = causal;
   fp.causal_offset = (causal || windowed) ? p.mask.offset(p.max_seq_q, p.max_seq_k) : 0;
+  fp.q_shift = int32_t(plan.q_shift);
+  fp.seq_q += plan.q_shift;
+  fp.causal_offset -= plan.q_shift;
   if (p.cp_chunk > 0) {  // positions of the rank's chunks (layout.cpp query_position)
     fp.cp_world = int32_t(p.cp_world);
     fp.cp_chunk = int32_t(p.cp_chunk);

@@ -144,6 +144,11 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
 
   // Split-KV: the dense kind only (a sink would count once per split).
   if (!features && p.batch == 1 && !cp) pl.kv_splits = plan_splits(p, ov, tc, tiles, num_sms);
+  // q-tiles anchored at the last row (plan.h q_shift): the 192-row tiles only, which waste up to
+  // two thirds of a partial tile; such calls store O directly (launch_args.cpp encode_out_map).
+  if (pl.kernel == Kernel::dense && causal && !cp && pl.kv_splits == 1 && tc.block_m % 128 != 0 &&
+      p.max_seq_q % tc.block_m != 0)
+    pl.q_shift = tc.block_m - p.max_seq_q % tc.block_m;
 
   // Softcap: the fixed-max update where P keeps its range (bf16 in, cap <= 52), else fused.
   if (p.softcap > 0.f) {

@@ -356,6 +356,59 @@ TEST(GpuPlanRule, SmMarginLongTilesTakeTheCounter) {
   }
 }
 
+// plan.cpp's q-tile anchor (plan.h q_shift), on the host: causal calls on the 192-row dense
+// tile (hdim 64) whose seq_q is not a multiple of 192 end their q-tiles at the last row; full
+// masks, 128-row tiles, exact multiples, split-KV and ragged calls keep q_shift 0.
+TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
+  struct C {
+    int64_t batch, seq, heads, dim;
+    bool causal, ragged;
+    int64_t shift;
+    int64_t splits = -1;  // Overrides::kv_splits (-1: the rule)
+  };
+  const C cases[] = {
+      {16, 1024, 16, 64, true, false, 128},  // 1024 = 5 x 192 + 64
+      {2, 8192, 16, 64, true, false, 64},    // 8192 = 42 x 192 + 128
+      {4, 4608, 16, 64, true, false, 0},     // 24 x 192
+      {16, 1024, 16, 64, false, false, 0},   // full mask
+      {4, 1750, 16, 128, true, false, 0},    // 128-row tile
+      {4, 1000, 4, 64, true, true, 0},       // ragged kind
+      {1, 1000, 1, 64, true, false, 0, 4},   // split-KV (forced)
+  };
+  const Device gpu{DeviceKind::cuda, 0};
+  auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
+  for (const C& c : cases) {
+    Args a;
+    if (c.ragged) {
+      const int64_t total = c.batch * c.seq;
+      a.q = make_tensor(fake(0), DType::bf16, {total, c.heads, c.dim}, gpu);
+      a.k = make_tensor(fake(1), DType::bf16, {total, c.heads, c.dim}, gpu);
+      a.v = make_tensor(fake(2), DType::bf16, {total, c.heads, c.dim}, gpu);
+      a.out = make_tensor(fake(3), DType::bf16, {total, c.heads, c.dim}, gpu);
+      a.cu_seqlens_q = make_tensor(fake(4), DType::i32, {c.batch + 1}, gpu);
+      a.cu_seqlens_k = make_tensor(fake(5), DType::i32, {c.batch + 1}, gpu);
+      a.max_seqlen_q = a.max_seqlen_k = c.seq;
+    } else {
+      a.q = make_tensor(fake(0), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
+      a.k = make_tensor(fake(1), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
+      a.v = make_tensor(fake(2), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
+      a.out = make_tensor(fake(3), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    }
+    a.mask.causal = c.causal;
+    detail::Problem p;
+    const Status st = detail::build_problem(a, &p);
+    ASSERT_TRUE(st.ok()) << st.message();
+    cuda::ForwardPlan plan;
+    detail::Overrides ov;
+    ov.kv_splits = c.splits;
+    ASSERT_TRUE(cuda::plan_forward(a, p, ov, 132, int64_t(50) << 20, &plan).ok());
+    EXPECT_EQ(plan.kv_splits > 1, c.splits > 1);
+    const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.seq) + " hdim " +
+                             std::to_string(c.dim) + (c.causal ? " causal" : " full");
+    EXPECT_EQ(plan.q_shift, c.shift) << what;
+  }
+}
+
 // plan.cpp's tile-order rules for the hdim-256 kinds, on the host (no GPU, no memory touched):
 // causal calls on the hdim-256 dense kinds (bf16 / f16, e4m3) take the section list (built at
 // launch where the L2 rule cuts sections), short ones (at most 16 q-blocks) included, not the

@@ -353,14 +353,14 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       store_o<Cfg::kColMaps>(p, o, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
       store_lse(p, lse, tc.b, tc.h, row, lane, int64_t(e.q0) + e.q_len);
     } else {
-      const int64_t row = tc.m_block * Cfg::kBlockM + row0;
+      const int64_t row = tc.m_block * Cfg::kBlockM + row0 - p.q_shift;  // the memory row
       if (o_tma()) {
         if constexpr (Cfg::kOTma) {
           // q_wg: this warpgroup's rows of every chunk; chunks kBlockM x 128 bytes apart.
           store_o_smem<typename Cfg::Element>(o, q_wg, Cfg::kBlockM * 128, warp, lane);
           ptx::fence_proxy_async_smem();  // each writer: its stores -> the TMA store's reads
           ptx::named_sync(ptx::kBarOStore + wg, 128);
-          if (tid == 0) {  // rows past seq_q: clipped by the map
+          if (tid == 0) {  // rows past seq_q: clipped by the map (q_shift calls store directly)
 #pragma unroll
             for (int c = 0; c < Cfg::kChunksV; ++c) {
               const bool cols = Cfg::kColMaps && p.col_maps;  // chunk c at column c x 64
@@ -374,9 +374,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
           }
         }
       } else {
-        store_o<Cfg::kColMaps>(p, o, tc.b, tc.h, row, lane, p.seq_q);
+        store_o<Cfg::kColMaps>(p, o, tc.b, tc.h, row, lane, p.seq_q - p.q_shift);
       }
-      store_lse(p, lse, tc.b, tc.h, row, lane, p.seq_q);
+      store_lse(p, lse, tc.b, tc.h, row, lane, p.seq_q - p.q_shift);
     }
   }
   if constexpr (Cfg::kOTma) {

@@ -53,7 +53,7 @@ __device__ __forceinline__ void store_o(const FwdParams& p, const float (&o)[NO]
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + 8 * half;
-    if (row >= row_end) continue;
+    if (row < 0 || row >= row_end) continue;  // below 0: the dense kind's virtual rows (q_shift)
     store_o_half<kCols>(p, o, half, b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4), lane);
   }
 }
@@ -113,7 +113,7 @@ __device__ __forceinline__ void store_lse(const FwdParams& p, const float (&lse)
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + 8 * half;
-    if (row < row_end)
+    if (row >= 0 && row < row_end)
       p.lse[b * p.lse_stride_b + h * p.lse_stride_h + row * p.lse_stride_s] = lse[half];
   }
 }
