@@ -124,9 +124,6 @@ void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& pla
   fp.rescale_threshold = plan.rescale_threshold;
   fp.causal = causal;
   fp.causal_offset = (causal || windowed) ? p.mask.offset(p.max_seq_q, p.max_seq_k) : 0;
-  fp.q_shift = int32_t(plan.q_shift);
-  fp.seq_q += plan.q_shift;
-  fp.causal_offset -= plan.q_shift;
   if (p.cp_chunk > 0) {  // positions of the rank's chunks (layout.cpp query_position)
     fp.cp_world = int32_t(p.cp_world);
     fp.cp_chunk = int32_t(p.cp_chunk);
@@ -134,6 +131,10 @@ void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& pla
     fp.cp_q_split = p.cp_chunk;
     fp.cp_q_shift = (2 * p.cp_world - 2 - 2 * p.cp_rank) * p.cp_chunk;
   }
+  // The virtual rows before row 0 (plan.h q_shift), after every other offset.
+  fp.q_shift = int32_t(plan.q_shift);
+  fp.seq_q += plan.q_shift;
+  fp.causal_offset -= plan.q_shift;
   if (sm90::kernel_features(plan.kernel)) {
     fp.feat_scale_log2 = fp.scale_log2;
     if (p.softcap > 0.f) {

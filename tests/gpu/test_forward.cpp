@@ -55,6 +55,13 @@ std::vector<Shape> core_cases() {
   Shape tl = S(1, 300, 1000, 4, 4, 128, true);
   tl.top_left = true;
   v.push_back(tl);
+  // Causal hdim 64 on the 192-row dense tile with q-tiles anchored at the last row (plan.h
+  // q_shift): top-left, one q-tile, and seq_q > seq_k (rows with no key).
+  Shape tl64 = S(2, 500, 900, 4, 2, 64, true);
+  tl64.top_left = true;
+  v.push_back(tl64);
+  v.push_back(S(3, 100, 250, 4, 4, 64, true));
+  v.push_back(S(1, 700, 300, 4, 2, 64, true));
   Shape hot = S(1, 2000, 2000, 2, 2, 128, false);  // large logits: peaked softmax, many max jumps
   hot.scale = 1.0f;
   hot.q_range = 2.f;

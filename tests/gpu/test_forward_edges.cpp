@@ -11,6 +11,7 @@
 #include "forward_cases.h"
 #include "gpu_case.h"
 #include "common/problem.h"
+#include "cuda/launch_args.h"
 #include "cuda/plan.h"
 
 namespace longattn::gputest {
@@ -358,13 +359,16 @@ TEST(GpuPlanRule, SmMarginLongTilesTakeTheCounter) {
 
 // plan.cpp's q-tile anchor (plan.h q_shift), on the host: causal calls on the 192-row dense
 // tile (hdim 64) whose seq_q is not a multiple of 192 end their q-tiles at the last row; full
-// masks, 128-row tiles, exact multiples, split-KV and ragged calls keep q_shift 0.
+// masks, 128-row tiles, exact multiples, split-KV and the feature kind (softcap; its tile has
+// 192 rows too) keep q_shift 0. The kernel's parameters count the virtual rows (fill_params),
+// and shifted calls store O directly (encode_out_map).
 TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
   struct C {
     int64_t batch, seq, heads, dim;
     bool causal, ragged;
     int64_t shift;
     int64_t splits = -1;  // Overrides::kv_splits (-1: the rule)
+    float softcap = 0.f;
   };
   const C cases[] = {
       {16, 1024, 16, 64, true, false, 128},  // 1024 = 5 x 192 + 64
@@ -373,6 +377,8 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
       {16, 1024, 16, 64, false, false, 0},   // full mask
       {4, 1750, 16, 128, true, false, 0},    // 128-row tile
       {4, 1000, 4, 64, true, true, 0},       // ragged kind
+      {4, 1000, 4, 64, true, false, 0, -1, 30.f},  // feature kind (softcap)
+      {2, 100, 4, 64, true, false, 92},      // one q-tile
       {1, 1000, 1, 64, true, false, 0, 4},   // split-KV (forced)
   };
   const Device gpu{DeviceKind::cuda, 0};
@@ -395,6 +401,7 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
       a.out = make_tensor(fake(3), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
     }
     a.mask.causal = c.causal;
+    a.softcap = c.softcap;
     detail::Problem p;
     const Status st = detail::build_problem(a, &p);
     ASSERT_TRUE(st.ok()) << st.message();
@@ -406,6 +413,16 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
     const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.seq) + " hdim " +
                              std::to_string(c.dim) + (c.causal ? " causal" : " full");
     EXPECT_EQ(plan.q_shift, c.shift) << what;
+    if (plan.q_shift == 0) continue;
+    EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::dense) << what;
+    cuda::sm90::FwdParams fp{};
+    cuda::fill_params(a, p, plan, &fp);
+    EXPECT_EQ(fp.q_shift, c.shift) << what;
+    EXPECT_EQ(fp.seq_q, c.seq + c.shift) << what;
+    EXPECT_EQ(fp.seq_q % plan.tile.block_m, 0) << what;
+    EXPECT_EQ(fp.causal_offset, -c.shift) << what;  // bottom-right, seq_q = seq_k
+    cuda::sm90::LaunchArgs la{};
+    EXPECT_FALSE(cuda::encode_out_map(a, p, plan, &la)) << what;
   }
 }
 

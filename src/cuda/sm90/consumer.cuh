@@ -360,12 +360,14 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
           store_o_smem<typename Cfg::Element>(o, q_wg, Cfg::kBlockM * 128, warp, lane);
           ptx::fence_proxy_async_smem();  // each writer: its stores -> the TMA store's reads
           ptx::named_sync(ptx::kBarOStore + wg, 128);
-          if (tid == 0) {  // rows past seq_q: clipped by the map (q_shift calls store directly)
+          // Rows past seq_q: clipped by the map. (q_shift calls store directly: a TMA store at a
+          // negative row faulted; launch_args.cpp encode_out_map.)
+          if (tid == 0) {
 #pragma unroll
             for (int c = 0; c < Cfg::kChunksV; ++c) {
               const bool cols = Cfg::kColMaps && p.col_maps;  // chunk c at column c x 64
               ptx::tma_store_5d(tm_o, q_wg + c * (Cfg::kBlockM * 128), cols ? c * Cfg::kChunkCols : 0,
-                                tc.m_block * Cfg::kBlockM + wg * 64, cols ? 0 : c, tc.h, tc.b);
+                                tc.m_block * Cfg::kBlockM + wg * 64 - p.q_shift, cols ? 0 : c, tc.h, tc.b);
             }
             ptx::bulk_commit();
             o_pending = q_empty;
