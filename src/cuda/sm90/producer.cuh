@@ -52,8 +52,9 @@ struct Producer {
   __device__ void load_q(const FwdParams& p, int32_t b, int32_t h, int32_t m_block) {
     ptx::mbar_wait(sm.q_empty(qs.stage), qs.phase ^ 1u);
     ptx::mbar_arrive_expect_tx(sm.q_full(qs.stage), Smem::kQBytes);
-    load_box<Cfg::kChunks>(p, sm.q(qs.stage), tm_q, sm.q_full(qs.stage), Cfg::kBlockM, int32_t(m_block * Cfg::kBlockM) - p.q_shift,
-                           int32_t(h), int32_t(b));
+    // Memory row = virtual row - q_shift (params.h): rows below 0 load as zeros.
+    load_box<Cfg::kChunks>(p, sm.q(qs.stage), tm_q, sm.q_full(qs.stage), Cfg::kBlockM,
+                           int32_t(m_block * Cfg::kBlockM) - p.q_shift, int32_t(h), int32_t(b));
     qs.advance();
   }
   // Zigzag context parallelism (params.h cp_chunk): key row `row` of the sequence at its
