@@ -32,9 +32,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/mask_rule.h"  // LONGATTN_HD
 #include "cuda/sm90/params.h"
 
 namespace longattn::cuda::sm90 {
+
+// The rotated section list's arc (TileScheduler::rotated_tile_id, rotated_last_first): the full
+// sections' partial-round tiles lie on line positions from arc_start on, position x on CTA
+// x mod g; a forward partial round (even `rounds`) starts at CTA 0, a backward one ends just
+// before it.
+LONGATTN_HD int64_t arc_start(int64_t rounds, int64_t rem, int64_t g) { return (rounds & 1) ? g - rem : 0; }
+// How many of the line positions [0, x) land on CTA c.
+LONGATTN_HD int64_t arc_count(int64_t x, int64_t c, int64_t g) { return x > c ? (x - c - 1) / g + 1 : 0; }
 
 // The scheduler's cost model of a causal tile: its key blocks plus this many block times of
 // fixed cost (tile start, last P.V, epilogue; docs/PERFORMANCE.md "Per-tile fixed cost").
@@ -208,7 +217,7 @@ inline void fill_schedule_constants(FwdParams* p, int64_t grid) {
 // balances like the full ones and continues the arc. Host work: at most ~5 grids of tiles.
 inline uint32_t rotated_last_first(const FwdParams& sec, int64_t grid) {
   const int64_t g = grid, rem = sec.sec_rem, full = sec.full_secs, tiles_last = sec.last_rounds * g + sec.last_rem;
-  const int64_t a = (sec.sec_rounds & 1) ? g - rem : 0;
+  const int64_t a = arc_start(sec.sec_rounds, rem, g);
   const int64_t starts[2] = {(a + full * rem) % g, a % g};
   if (tiles_last == 0 || tiles_last > 4 * g || starts[0] == starts[1]) return uint32_t(starts[0]);
   const int64_t nm = sec.num_m_blocks, pairs = sec.section_bh, last_pairs = sec.heads_q * sec.batch - full * pairs;
@@ -217,10 +226,8 @@ inline uint32_t rotated_last_first(const FwdParams& sec, int64_t grid) {
     surplus += nm - i / pairs + kTileFixedBlocks;
   surplus = rem ? surplus / rem : 0;
   std::vector<int64_t> load(size_t(g), 0), last(size_t(g), 0);
-  for (int64_t c = 0; c < g; ++c) {  // c's count on the arc: positions x in [a, a + full * rem), x = c mod g
-    auto upto = [&](int64_t x) { return x > c ? (x - c - 1) / g + 1 : int64_t(0); };
-    load[size_t(c)] = (upto(a + full * rem) - upto(a)) * surplus;
-  }
+  for (int64_t c = 0; c < g; ++c)  // c's count on the arc [a, a + full * rem)
+    load[size_t(c)] = (arc_count(a + full * rem, c, g) - arc_count(a, c, g)) * surplus;
   for (int64_t i = 0; i < tiles_last; ++i) {
     const int64_t round = i / g, at = i - round * g;
     last[size_t((round & 1) ? g - 1 - at : at)] += nm - i / last_pairs + kTileFixedBlocks;

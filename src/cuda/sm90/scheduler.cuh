@@ -25,6 +25,7 @@
 
 #include "common/mask_rule.h"  // LONGATTN_HD
 #include "cuda/sm90/params.h"
+#include "cuda/sm90/schedule_rule.h"  // arc_start, arc_count
 #if defined(__CUDACC__)
 #include "cuda/ptx/tma.cuh"  // mbarriers (DynamicTiles)
 #endif
@@ -103,10 +104,9 @@ struct TileScheduler {
                                              uint32_t last_first) {
     const int64_t rounds = sec.sec_rounds, rem = sec.sec_rem, full = sec.full_secs, gg = g, cc = c;
     // Full section j's partial-round tiles land on line positions [a + j * rem, a + (j + 1) *
-    // rem), position x on CTA x mod g: a forward partial round (even `rounds`) starts at the
-    // section's first CTA, a backward one ends just before it.
-    const int64_t a = (rounds & 1) ? gg - rem : 0;
-    auto on_c = [&](int64_t x) { return x > cc ? (x - cc - 1) / gg + 1 : int64_t(0); };  // [0, x) on CTA c
+    // rem) (schedule_rule.h arc_start).
+    const int64_t a = arc_start(rounds, rem, gg);
+    auto on_c = [&](int64_t x) { return arc_count(x, cc, gg); };  // [0, x) on CTA c
     auto before = [&](int64_t j) { return j * rounds + on_c(a + j * rem) - on_c(a); };    // c's tiles, sections < j
     int64_t lo = 0, hi = full;  // the last j in [0, full] with before(j) <= k (before is monotone)
     while (lo < hi) {
