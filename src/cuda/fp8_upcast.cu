@@ -45,9 +45,6 @@ template <class I>
 Rows<I> rows_of(const View4& v, int seg) {
   return Rows<I>{I(v.shape[1]), I(v.shape[2]), I((v.shape[3] + seg - 1) / seg)};
 }
-bool fits32(const View4& v, int seg) {
-  return v.shape[0] * v.shape[1] * v.shape[2] * ((v.shape[3] + seg - 1) / seg) < (int64_t(1) << 31);
-}
 
 // 16 columns per thread: one 16-byte load of e4m3, two 16-byte stores of f16.
 constexpr int kUpSeg = 16;
@@ -146,7 +143,7 @@ cudaError_t launch_upcast_e4m3(const Tensor& src, __half* dst, const Tensor& qd,
   const View4 v = view4(src);
   const RowSeq seq = row_seq(cu_seqlens, Tensor{}, v.shape[0]);
   const int64_t segs = v.shape[0] * v.shape[1] * v.shape[2] * ((v.shape[3] + kUpSeg - 1) / kUpSeg);
-  if (fits32(v, kUpSeg)) {
+  if (segs < (int64_t(1) << 31)) {
     upcast_kernel<uint32_t><<<blocks_for(segs), 256, 0, stream>>>(v, dst, descale(qd), descale(kd), group, seq,
                                                                   rows_of<uint32_t>(v, kUpSeg));
   } else {
