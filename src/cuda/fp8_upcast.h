@@ -8,10 +8,10 @@
 // dense (each row's batch index is its sequence), else each output row is multiplied by its
 // v_descale after the f16 forward (the LSE does not depend on V). Preconditions of the f16
 // path: |q| x q_descale x k_descale < 65504 (f16's largest value, 146x e4m3's), and |v| x
-// v_descale < 65504 for dense K / V. Why the copies carry the descales: bf16 copies (no range
-// limit) round Q x descales to 2^-9, past the fp8 oracle's LSE bound at hdim 64; descales
-// applied by the 16-bit kernels, as the fp8 ones do, need a per-tile logit scale held through
-// the loop, and that register spills the paged consumers (hdim 192 / 128 and 256).
+// v_descale < 65504 for dense K / V. The copies carry the descales because the alternatives
+// cost more: bf16 copies round Q x descales past the fp8 error bound, and descales applied by
+// the 16-bit kernels need a register their paged consumers do not have (docs/PERFORMANCE.md,
+// "What was tried and lost").
 #pragma once
 
 #include <cuda_fp16.h>

@@ -480,7 +480,7 @@ TEST(GpuPlanRule, Hdim256CausalTileOrder) {
                       : plan.section_list                                          ? section_list
                                                                                    : snake;
     EXPECT_EQ(got, c.order) << what;
-    if (c.order != ragged_list) EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::dense) << what;
+    EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::dense) << what;
   }
 }
 

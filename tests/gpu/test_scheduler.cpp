@@ -152,8 +152,8 @@ TEST(TileScheduler, SnakeBalanceMatchesDealing) {
       const int64_t n = std::min(s, pairs - first);
       for (int64_t i = 0; i < n * nm; ++i) {
         const int64_t round = i / grid, at = i % grid, c = (round % 2) ? grid - 1 - at : at;
-        load[size_t(c)] += nm - i / n + 3;
-        total += nm - i / n + 3;
+        load[size_t(c)] += nm - i / n + kTileFixedBlocks;
+        total += nm - i / n + kTileFixedBlocks;
       }
     }
     const int64_t worst = *std::max_element(load.begin(), load.end());
@@ -164,7 +164,7 @@ TEST(TileScheduler, SnakeBalanceMatchesDealing) {
 
 // Causal hdim 128, 16 heads, off the power-of-two grid (132 CTAs, budgets of 25 and 30 MB):
 // the near-even rule's sections of one or two rounds balanced below 0.9 in the model and ran
-// slower than larger ones (docs/PERFORMANCE.md, session 18); the rule now takes
+// slower than larger ones (docs/PERFORMANCE.md, "Head sections by the snake's modelled balance"); the rule now takes
 // sections the model balances at >= 0.94. Power-of-two shapes keep their sections, and the
 // rotated section list (restart false) keeps the near-even rule.
 TEST(TileScheduler, OffGridSectionsBalanceInTheModel) {

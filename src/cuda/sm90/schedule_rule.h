@@ -138,9 +138,8 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
   // model decides: the smallest section of whole kv heads, of at least one round and at most
   // twice the budget, within 1% of the best balance there, if it beats `near` by 0.03. The
   // snake restarts at CTA 0 in every section, so a section's partial round lands on the same
-  // CTAs each time and the last, shorter section adds its own. Off the power-of-two grid such
-  // sections ran slower than larger ones, in the order the model ranks them, and the larger
-  // sections (up to 2-4x the budget) showed no L2 penalty (docs/PERFORMANCE.md, session 18).
+  // CTAs each time and the last, shorter section adds its own (measurements: docs/PERFORMANCE.md,
+  // "Head sections by the snake's modelled balance").
   // Host work: at most 64 candidates of ~m_blocks + 2 x rounds + grid steps each.
   std::vector<int64_t> diff(static_cast<size_t>(grid) + 1);
   const double near_balance = snake_balance(near, pairs, m_blocks, grid, diff);
