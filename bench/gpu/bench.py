@@ -64,7 +64,8 @@ def parse(argv=None):
     ap.add_argument("--no-wall", dest="wall", action="store_false", help="headline: no per-call wall times")
     ap.add_argument("--specs", default="", help="--variants (and --fp8) override columns: 'label:key=v,key=v;label2:...'")
     ap.add_argument("--shapes", default="", help="--variants and --fp8: these rows instead of the suite's, "
-                    "'BxS:HQ/HK:D[:causal|full];...' (e.g. '4x4096:16/16:256:causal')")
+                    "'BxS:HQ/HK:D[:causal|full[:wN|cN]];...' (e.g. '4x4096:16/16:256:causal', "
+                    "'16x1000:16/16:64:causal:w256'; windows and chunks: --variants only)")
     ap.add_argument("--match", default="", help="only rows whose '[tag] shape mask' text matches this regex "
                     "(e.g. 'd128 b16', 'causal', features tags: paged, ragged, 'packed GQA', split-KV)")
     ap.add_argument("--quick", action="store_true", help="first 4 rows of each suite, 2 rounds")

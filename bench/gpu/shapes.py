@@ -199,25 +199,41 @@ def variant_rows(dtype="bf16"):
     return headline(dtype) + [Case(1, 65536, 65536, 32, 8, 128, c, dtype) for c in (False, True)] + prefix + d256
 
 
+SHAPE_SYNTAX = "BxS:HQ/HK:D[:causal|full[:wN|cN]]"
+
+
 def parse_shapes(text, dtype):
-    """--shapes: 'BxS:HQ/HK:D[:causal|full];...' (both masks where none is named), e.g.
-    '4x4096:16/16:256:causal;1x16384:16/16:256', as Cases of `dtype` (the --variants and --fp8
-    suites' rows; bench.py refuses it with other suites)."""
+    """--shapes: 'BxS:HQ/HK:D[:causal|full[:wN|cN]];...' (both masks where none is named), e.g.
+    '4x4096:16/16:256:causal;1x16384:16/16:256;16x1000:16/16:64:causal:w256', as Cases of
+    `dtype` (the --variants and --fp8 suites' rows; bench.py refuses it with other suites).
+    wN: a window of N keys before the diagonal (and N after it with the full mask); cN: chunks
+    of N keys."""
     out = []
     for item in filter(None, (t.strip() for t in text.split(";"))):
         parts = item.split(":")
-        if len(parts) not in (3, 4) or parts[3:] not in ([], ["causal"], ["full"]):
-            raise ValueError(f"--shapes: '{item}' is not BxS:HQ/HK:D[:causal|full]")
+        bad = ValueError(f"--shapes: '{item}' is not {SHAPE_SYNTAX}")
+        if len(parts) not in (3, 4, 5) or parts[3:4] not in ([], ["causal"], ["full"]):
+            raise bad
         try:
             b, s = (int(x) for x in parts[0].split("x"))
             hq, hk = (int(x) for x in parts[1].split("/"))
             d = int(parts[2])
+            extra = parts[4] if len(parts) == 5 else ""
+            n = int(extra[1:]) if extra else 0
         except ValueError:
-            raise ValueError(f"--shapes: '{item}' is not BxS:HQ/HK:D[:causal|full]") from None
+            raise bad from None
+        if extra and (extra[0] not in "wc" or n <= 0):
+            raise bad
         if min(b, s, hq, hk, d) <= 0 or hq % hk:
             raise ValueError(f"--shapes: '{item}': sizes must be positive and HQ a multiple of HK")
         masks = (False, True) if len(parts) == 3 else (parts[3] == "causal",)
-        out += [Case(b, s, s, hq, hk, d, c, dtype) for c in masks]
+        for c in masks:
+            kw = {}
+            if extra[:1] == "w":
+                kw = dict(wl=n, wr=-1 if c else n)
+            elif extra[:1] == "c":
+                kw = dict(chunk=n)
+            out.append(Case(b, s, s, hq, hk, d, c, dtype, **kw))
     return out
 
 

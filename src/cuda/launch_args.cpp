@@ -154,7 +154,9 @@ void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& pla
     fp.window_left = p.mask.window_left < 0 ? -1 : std::min(p.mask.window_left, span);
     fp.window_right = p.mask.window_right < 0 ? -1 : std::min(p.mask.window_right, span);
     fp.chunk = p.mask.chunk > 0 ? int32_t(std::min(p.mask.chunk, span)) : 0;
-    if (fp.chunk > 0) fp.chunk_bias = int32_t((p.max_seq_q + fp.chunk - 1) / fp.chunk * fp.chunk);
+    // The bias makes every position non-negative: positions start at -fp.seq_q (virtual rows
+    // counted).
+    if (fp.chunk > 0) fp.chunk_bias = int32_t((fp.seq_q + fp.chunk - 1) / fp.chunk * fp.chunk);
   }
   fp.out = a.out.data;
   fp.col_maps = plan.col_maps ? 1 : 0;

@@ -37,6 +37,9 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   ForwardPlan pl;
   const bool causal = p.mask.causal;
   const bool windowed = p.mask.windowed();
+  // Sliding windows (not chunks): past the first window's worth of rows every q-tile sees about
+  // as many keys, a flat tile cost.
+  const bool sliding = p.mask.window_left >= 0 || p.mask.window_right >= 0;
   const bool paged = p.kv == KvLayout::paged;
   // The compiled head dims that serve the call (forward_sm90.cpp check_supported found them).
   const sm90::HeadDims kd = sm90::kernel_dims(int(p.dim_qk), int(p.dim_v), p.fp8);
@@ -144,10 +147,13 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
 
   // Split-KV: the dense kind only (a sink would count once per split).
   if (!features && p.batch == 1 && !cp) pl.kv_splits = plan_splits(p, ov, tc, tiles, num_sms);
-  // q-tiles anchored at the last row (plan.h q_shift): the 192-row tiles only, which waste up to
-  // two thirds of a partial tile; such calls store O directly (launch_args.cpp encode_out_map).
-  if (pl.kernel == Kernel::dense && causal && !cp && pl.kv_splits == 1 && tc.block_m % 128 != 0 &&
-      p.max_seq_q % tc.block_m != 0)
+  // q-tiles anchored at the last row (plan.h q_shift): the 192-row tiles only (the dense and
+  // feature kinds' hdim-64 tile), which waste up to two thirds of a partial tile; such calls
+  // store O directly (launch_args.cpp encode_out_map). Not under sliding windows: their tiles
+  // cost alike, so moving the partial tile gains nothing and the direct stores cost
+  // (docs/PERFORMANCE.md, "Windows and chunks: the dynamic counter, the anchor").
+  const bool anchor_kind = pl.kernel == Kernel::dense || (pl.kernel == Kernel::feature && !sliding);
+  if (anchor_kind && causal && !cp && pl.kv_splits == 1 && tc.block_m % 128 != 0 && p.max_seq_q % tc.block_m != 0)
     pl.q_shift = tc.block_m - p.max_seq_q % tc.block_m;
 
   // Softcap: the fixed-max update where P keeps its range (bf16 in, cap <= 52), else fused.
@@ -183,14 +189,16 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   pl.list_items = p.batch * pl.num_m_blocks;
   if (p.q_ragged) pl.list_items = std::min(pl.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);
   // The counter: long tiles (schedule_rule.h dynamic_worth), chunked masks (their tile cost is
-  // a sawtooth over the q-blocks, not the causal ramp the snake assumes) and ragged tile lists
-  // (sequence-major: a cost sawtooth too).
+  // a sawtooth over the q-blocks, not the causal ramp the snake assumes), sliding windows (a
+  // flat cost, on which the snake's partial round of each section leaves CTAs idle:
+  // docs/PERFORMANCE.md, "Windows and chunks: the dynamic counter, the anchor") and ragged tile
+  // lists (sequence-major: a cost sawtooth too).
   // And calls that share the GPU (Args::sm_margin): the kernels beside them start and end at
   // their own times, so the CTAs do not start or run together as the static snake assumes,
   // and its sections, chosen for whole rounds of the grid, balance worse on such grids
   // (schedule_rule.h dynamic_on_shared_gpu).
   const int64_t key_blocks = (p.max_seq_k + tc.block_n - 1) / tc.block_n;
-  pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || pl.tile_list || sm90::dynamic_worth(key_blocks) ||
+  pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || sliding || pl.tile_list || sm90::dynamic_worth(key_blocks) ||
                                       (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)));
   // Causal hdim 256 (the dense kinds without the sectioned snake, bf16 / f16 and e4m3; head
   // dims below 256 that run on those kernels take the feature kind and keep its snake): the

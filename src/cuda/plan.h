@@ -28,7 +28,7 @@ struct ForwardPlan {
   int paged_mode = 0;        // page_math.h PagedMode
   bool v_grouped = false, k_grouped = false;
   int64_t kv_splits = 1;     // split-KV (schedule_rule.h kv_splits): 1 = none
-  // Causal calls on the dense kind's 192-row tile, seq_q not a multiple of 192 (plan.cpp): the
+  // Causal calls on the dense / feature kinds' 192-row tile, seq_q not a multiple of 192 (plan.cpp): the
   // q-tiles end at the last row, so the partial tile is the first (whose rows see the fewest
   // keys), not the last (the most). The kernel sees q_shift virtual rows before row 0 (params.h).
   int64_t q_shift = 0;

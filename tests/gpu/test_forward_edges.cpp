@@ -357,11 +357,46 @@ TEST(GpuPlanRule, SmMarginLongTilesTakeTheCounter) {
   }
 }
 
-// plan.cpp's q-tile anchor (plan.h q_shift), on the host: causal calls on the 192-row dense
-// tile (hdim 64) whose seq_q is not a multiple of 192 end their q-tiles at the last row; full
-// masks, 128-row tiles, exact multiples, split-KV and the feature kind (softcap; its tile has
-// 192 rows too) keep q_shift 0. The kernel's parameters count the virtual rows (fill_params),
-// and shifted calls store O directly (encode_out_map).
+// plan.cpp's dynamic-counter rule for masks whose tile cost is not the causal ramp: sliding
+// windows (causal or both sides) and chunks take the counter; plain causal calls of the same
+// length keep the static snake.
+TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
+  const Device gpu{DeviceKind::cuda, 0};
+  auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
+  struct C {
+    int64_t seq;
+    bool causal;
+    int64_t left, right, chunk;
+    bool dynamic;
+  };
+  for (const C& c : {C{65536, true, 4096, -1, 0, true}, C{32768, true, 1024, -1, 0, true},
+                     C{16384, false, 2048, 2048, 0, true}, C{8192, true, -1, -1, 2048, true},
+                     C{8192, true, -1, -1, 0, false}}) {
+    Args a;
+    a.q = make_tensor(fake(0), DType::bf16, {1, c.seq, 16, 128}, gpu);
+    a.k = make_tensor(fake(1), DType::bf16, {1, c.seq, 16, 128}, gpu);
+    a.v = make_tensor(fake(2), DType::bf16, {1, c.seq, 16, 128}, gpu);
+    a.out = make_tensor(fake(3), DType::bf16, {1, c.seq, 16, 128}, gpu);
+    a.mask.causal = c.causal;
+    a.mask.window_left = c.left;
+    a.mask.window_right = c.right;
+    a.mask.chunk_size = c.chunk;
+    detail::Problem p;
+    const Status st = detail::build_problem(a, &p);
+    ASSERT_TRUE(st.ok()) << st.message();
+    cuda::ForwardPlan plan;
+    ASSERT_TRUE(cuda::plan_forward(a, p, {}, 132, int64_t(50) << 20, &plan).ok());
+    const bool masked = c.left >= 0 || c.right >= 0 || c.chunk > 0;
+    EXPECT_EQ(plan.kernel, masked ? cuda::sm90::Kernel::feature : cuda::sm90::Kernel::dense);
+    EXPECT_EQ(plan.dynamic, c.dynamic) << c.seq << " window " << c.left << " / " << c.right << " chunk " << c.chunk;
+  }
+}
+
+// plan.cpp's q-tile anchor (plan.h q_shift), on the host: causal calls on the 192-row dense and
+// feature tiles (hdim 64) whose seq_q is not a multiple of 192 end their q-tiles at the last
+// row; full masks, 128-row tiles, exact multiples, the ragged kind, sliding windows and
+// split-KV keep q_shift 0. The kernel's parameters count the virtual rows (fill_params: a chunk's bias covers them
+// too), and shifted calls store O directly (encode_out_map).
 TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
   struct C {
     int64_t batch, seq, heads, dim;
@@ -369,6 +404,8 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
     int64_t shift;
     int64_t splits = -1;  // Overrides::kv_splits (-1: the rule)
     float softcap = 0.f;
+    int64_t chunk = 0;
+    int64_t window = -1;  // left, causal
   };
   const C cases[] = {
       {16, 1024, 16, 64, true, false, 128},  // 1024 = 5 x 192 + 64
@@ -377,7 +414,9 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
       {16, 1024, 16, 64, false, false, 0},   // full mask
       {4, 1750, 16, 128, true, false, 0},    // 128-row tile
       {4, 1000, 4, 64, true, true, 0},       // ragged kind
-      {4, 1000, 4, 64, true, false, 0, -1, 30.f},  // feature kind (softcap)
+      {4, 1000, 4, 64, true, false, 152, -1, 30.f},    // feature kind (softcap)
+      {2, 700, 6, 64, true, false, 68, -1, 0.f, 77},   // feature kind (chunks of 77)
+      {2, 700, 6, 64, true, false, 0, -1, 0.f, 0, 100},  // feature kind, sliding window: flat tile cost
       {2, 100, 4, 64, true, false, 92},      // one q-tile
       {1, 1000, 1, 64, true, false, 0, 4},   // split-KV (forced)
   };
@@ -402,6 +441,8 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
     }
     a.mask.causal = c.causal;
     a.softcap = c.softcap;
+    a.mask.chunk_size = c.chunk;
+    a.mask.window_left = c.window;
     detail::Problem p;
     const Status st = detail::build_problem(a, &p);
     ASSERT_TRUE(st.ok()) << st.message();
@@ -414,13 +455,18 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
                              std::to_string(c.dim) + (c.causal ? " causal" : " full");
     EXPECT_EQ(plan.q_shift, c.shift) << what;
     if (plan.q_shift == 0) continue;
-    EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::dense) << what;
+    const bool features = c.softcap > 0.f || c.chunk > 0;
+    EXPECT_EQ(plan.kernel, features ? cuda::sm90::Kernel::feature : cuda::sm90::Kernel::dense) << what;
     cuda::sm90::FwdParams fp{};
     cuda::fill_params(a, p, plan, &fp);
     EXPECT_EQ(fp.q_shift, c.shift) << what;
     EXPECT_EQ(fp.seq_q, c.seq + c.shift) << what;
     EXPECT_EQ(fp.seq_q % plan.tile.block_m, 0) << what;
     EXPECT_EQ(fp.causal_offset, -c.shift) << what;  // bottom-right, seq_q = seq_k
+    if (c.chunk > 0) {  // positions start at -fp.seq_q (mask.cuh row_limits)
+      EXPECT_GE(fp.chunk_bias, fp.seq_q) << what;
+      EXPECT_EQ(fp.chunk_bias % c.chunk, 0) << what;
+    }
     cuda::sm90::LaunchArgs la{};
     EXPECT_FALSE(cuda::encode_out_map(a, p, plan, &la)) << what;
   }

@@ -53,7 +53,7 @@ __device__ __forceinline__ void store_o(const FwdParams& p, const float (&o)[NO]
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + 8 * half;
-    if (row < 0 || row >= row_end) continue;  // below 0: the dense kind's virtual rows (q_shift)
+    if (row < 0 || row >= row_end) continue;  // below 0: virtual rows (params.h q_shift)
     store_o_half<kCols>(p, o, half, b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4), lane);
   }
 }

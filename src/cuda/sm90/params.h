@@ -42,7 +42,7 @@ struct FwdParams {
   int64_t qd_sb = 0, qd_sh = 0, kd_sb = 0, kd_sh = 0, vd_sb = 0, vd_sh = 0;
   float rescale_threshold = 0;  // lazy rescale: rescale O only when the max grows more (log2 units); <= 0: always
   bool causal = false;
-  // The dense kind's virtual rows (plan.h q_shift): seq_q and causal_offset count them, and
+  // The dense / feature kinds' virtual rows (plan.h q_shift): seq_q and causal_offset count them, and
   // memory row = virtual row - q_shift (rows below 0 are neither loaded nor stored).
   int32_t q_shift = 0;
   int64_t causal_offset = 0;  // key position of query 0 (seq_k - seq_q bottom-right, 0 top-left)
