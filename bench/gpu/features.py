@@ -2,7 +2,8 @@
 or a peer on the same inputs. TFLOP/s count visible pairs except where a row's shape is
 square and plain (FA convention); `vs base` is the ratio to the row's base column.
 
-- sinks / softcap (hdim 128 full and causal, hdim 64 / 256 full), softcap_fixed=off;
+- sinks / softcap (hdim 128 full and causal, hdim 64 / 256 full, hdim 64 causal 16 x 1k),
+  softcap_fixed=off; with baselines (run.sh .old*) their feature columns too;
 - ragged: 64 sequences of 100..8k tokens in one call (rule, tile_list=off, dynamic=off,
   FA3 varlen), and a dense batch of 4k sequences with about as many tokens;
 - split-KV: batch-1 calls with few tiles (rule vs splits=0), FA3 and cuDNN beside;
@@ -50,10 +51,12 @@ def feature_row(ctx, c, full_set, seed=21):
             ("sinks+softcap softcap_fixed=off", {"sinks": sinks, "softcap": 30.0, "spec": "softcap_fixed=off"})]
     if not full_set:
         cols = [cols[2]]
+    libs = [("", None)] + [(f"{base} ", lib) for base, lib in ctx.bases]  # earlier trees (run.sh .old*)
     for name, kw in cols:
-        impl = row.add(name, lambda kw=kw: capi_impl(ctx.need_la(), c, sets, **kw))
-        if impl:
-            impl.diff = False  # other math than the peers' plain output
+        for prefix, lib in libs:
+            impl = row.add(prefix + name, lambda kw=kw, lib=lib: capi_impl(lib or ctx.need_la(), c, sets, **kw))
+            if impl:
+                impl.diff = False  # other math than the peers' plain output
     return row
 
 
@@ -162,8 +165,10 @@ def feature_rows(ctx):
     """(case, builder, tag) of every --features row, in table order; --match also sees the tag
     (sinks/softcap, ragged, dense, split-KV, packed GQA, paged, split dims, kvcache)."""
     out = []
+    # (hdim 64 causal at 1k: the 192-row tile's q-tiles anchored at the last row, plan.h q_shift.)
     for c, full in ((Case(2, 8192, 8192, 16, 16, 128, False), True), (Case(2, 8192, 8192, 16, 16, 128, True), True),
-                    (Case(2, 8192, 8192, 16, 16, 64, False), False), (Case(2, 8192, 8192, 16, 16, 256, False), False)):
+                    (Case(2, 8192, 8192, 16, 16, 64, False), False), (Case(2, 8192, 8192, 16, 16, 256, False), False),
+                    (Case(16, 1024, 1024, 16, 16, 64, True), True)):
         out.append((c, lambda c=c, full=full: feature_row(ctx, c, full), "sinks/softcap"))
     for causal in (False, True):
         out.append((Case(64, 8192, 8192, 16, 16, 128, causal), lambda causal=causal: ragged_row(ctx, causal), "ragged"))

@@ -149,10 +149,11 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   if (!features && p.batch == 1 && !cp) pl.kv_splits = plan_splits(p, ov, tc, tiles, num_sms);
   // q-tiles anchored at the last row (plan.h q_shift): the 192-row tiles only (the dense and
   // feature kinds' hdim-64 tile), which waste up to two thirds of a partial tile; such calls
-  // store O directly (launch_args.cpp encode_out_map). Not under sliding windows: their tiles
-  // cost alike, so moving the partial tile gains nothing and the direct stores cost
-  // (docs/PERFORMANCE.md, "Windows and chunks: the dynamic counter, the anchor").
-  const bool anchor_kind = pl.kernel == Kernel::dense || (pl.kernel == Kernel::feature && !sliding);
+  // store O directly (launch_args.cpp encode_out_map). Not under windows or chunks: their
+  // tile costs are flat or a sawtooth, not the causal ramp, so moving the partial tile gains
+  // nothing or moves the tiles across chunk edges (docs/PERFORMANCE.md, "Windows and chunks:
+  // the dynamic counter, the anchor").
+  const bool anchor_kind = pl.kernel == Kernel::dense || (pl.kernel == Kernel::feature && !windowed);
   if (anchor_kind && causal && !cp && pl.kv_splits == 1 && tc.block_m % 128 != 0 && p.max_seq_q % tc.block_m != 0)
     pl.q_shift = tc.block_m - p.max_seq_q % tc.block_m;
 

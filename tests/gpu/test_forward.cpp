@@ -152,13 +152,14 @@ std::vector<Shape> feature_cases() {
   v.push_back(cap(sinks(win(F(1, 1200, 1200, 4, 2, 128, true), 150, -1)), 12.f));
   v.push_back(cap(sinks(chunk(F(1, 1200, 1200, 4, 2, 256, true), 512)), 12.f));
   v.push_back(cap(sinks(win(F(2, 500, 640, 4, 2, 64, false), 40, 40)), 9.f));
-  // Causal hdim 64 on the 192-row feature tile, q-tiles anchored at the last row (plan.h
-  // q_shift): top-left with a window and a chunk (positions of the virtual rows below -seq_q),
-  // one q-tile, and rows with no key.
+  // Causal hdim 64 on the 192-row feature tile: q-tiles anchored at the last row (plan.h
+  // q_shift) with sinks or softcap (top-left, one q-tile, rows with no key), and windows and
+  // chunks off the 192-row grid, which keep the tiles at row 0.
+  v.push_back(tl(sinks(F(2, 450, 900, 4, 2, 64, true))));
+  v.push_back(sinks(F(3, 100, 250, 4, 4, 64, true)));
+  v.push_back(cap(F(1, 700, 300, 4, 2, 64, true), 7.f));
   v.push_back(tl(win(F(2, 450, 900, 4, 2, 64, true), 200, -1)));
   v.push_back(tl(chunk(F(1, 1000, 300, 4, 2, 64, true), 64)));
-  v.push_back(sinks(win(F(3, 100, 250, 4, 4, 64, true), 30, -1)));
-  v.push_back(cap(F(1, 700, 300, 4, 2, 64, true), 7.f));
   return v;
 }
 

@@ -394,9 +394,9 @@ TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
 
 // plan.cpp's q-tile anchor (plan.h q_shift), on the host: causal calls on the 192-row dense and
 // feature tiles (hdim 64) whose seq_q is not a multiple of 192 end their q-tiles at the last
-// row; full masks, 128-row tiles, exact multiples, the ragged kind, sliding windows and
-// split-KV keep q_shift 0. The kernel's parameters count the virtual rows (fill_params: a chunk's bias covers them
-// too), and shifted calls store O directly (encode_out_map).
+// row; full masks, 128-row tiles, exact multiples, the ragged kind, windows, chunks and
+// split-KV keep q_shift 0. The kernel's parameters count the virtual rows (fill_params), and
+// shifted calls store O directly (encode_out_map).
 TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
   struct C {
     int64_t batch, seq, heads, dim;
@@ -415,8 +415,9 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
       {4, 1750, 16, 128, true, false, 0},    // 128-row tile
       {4, 1000, 4, 64, true, true, 0},       // ragged kind
       {4, 1000, 4, 64, true, false, 152, -1, 30.f},    // feature kind (softcap)
-      {2, 700, 6, 64, true, false, 68, -1, 0.f, 77},   // feature kind (chunks of 77)
+      {2, 700, 6, 64, true, false, 0, -1, 0.f, 77},    // feature kind, chunks: a cost sawtooth
       {2, 700, 6, 64, true, false, 0, -1, 0.f, 0, 100},  // feature kind, sliding window: flat tile cost
+      {2, 700, 6, 64, true, false, 68, -1, 5.f},         // feature kind (softcap 5)
       {2, 100, 4, 64, true, false, 92},      // one q-tile
       {1, 1000, 1, 64, true, false, 0, 4},   // split-KV (forced)
   };
@@ -455,7 +456,7 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
                              std::to_string(c.dim) + (c.causal ? " causal" : " full");
     EXPECT_EQ(plan.q_shift, c.shift) << what;
     if (plan.q_shift == 0) continue;
-    const bool features = c.softcap > 0.f || c.chunk > 0;
+    const bool features = c.softcap > 0.f;
     EXPECT_EQ(plan.kernel, features ? cuda::sm90::Kernel::feature : cuda::sm90::Kernel::dense) << what;
     cuda::sm90::FwdParams fp{};
     cuda::fill_params(a, p, plan, &fp);
@@ -463,10 +464,6 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
     EXPECT_EQ(fp.seq_q, c.seq + c.shift) << what;
     EXPECT_EQ(fp.seq_q % plan.tile.block_m, 0) << what;
     EXPECT_EQ(fp.causal_offset, -c.shift) << what;  // bottom-right, seq_q = seq_k
-    if (c.chunk > 0) {  // positions start at -fp.seq_q (mask.cuh row_limits)
-      EXPECT_GE(fp.chunk_bias, fp.seq_q) << what;
-      EXPECT_EQ(fp.chunk_bias % c.chunk, 0) << what;
-    }
     cuda::sm90::LaunchArgs la{};
     EXPECT_FALSE(cuda::encode_out_map(a, p, plan, &la)) << what;
   }
