@@ -190,8 +190,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   pl.list_items = p.batch * pl.num_m_blocks;
   if (p.q_ragged) pl.list_items = std::min(pl.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);
   // The counter: long tiles (schedule_rule.h dynamic_worth), chunked masks (their tile cost is
-  // a sawtooth over the q-blocks, not the causal ramp the snake assumes), sliding windows (a
-  // flat cost, on which the snake's partial round of each section leaves CTAs idle:
+  // a sawtooth over the q-blocks, not the causal ramp the snake assumes), causal sliding windows
+  // (a flat cost, on which the snake's partial round of each section leaves CTAs idle:
   // docs/PERFORMANCE.md, "Windows and chunks: the dynamic counter, the anchor") and ragged tile
   // lists (sequence-major: a cost sawtooth too).
   // And calls that share the GPU (Args::sm_margin): the kernels beside them start and end at
@@ -199,7 +199,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // and its sections, chosen for whole rounds of the grid, balance worse on such grids
   // (schedule_rule.h dynamic_on_shared_gpu).
   const int64_t key_blocks = (p.max_seq_k + tc.block_n - 1) / tc.block_n;
-  pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || sliding || pl.tile_list || sm90::dynamic_worth(key_blocks) ||
+  pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || (sliding && causal) || pl.tile_list ||
+                                      sm90::dynamic_worth(key_blocks) ||
                                       (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)));
   // Causal hdim 256 (the dense kinds without the sectioned snake, bf16 / f16 and e4m3; head
   // dims below 256 that run on those kernels take the feature kind and keep its snake): the

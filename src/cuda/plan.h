@@ -28,9 +28,10 @@ struct ForwardPlan {
   int paged_mode = 0;        // page_math.h PagedMode
   bool v_grouped = false, k_grouped = false;
   int64_t kv_splits = 1;     // split-KV (schedule_rule.h kv_splits): 1 = none
-  // Causal calls on the dense / feature kinds' 192-row tile, seq_q not a multiple of 192 (plan.cpp): the
-  // q-tiles end at the last row, so the partial tile is the first (whose rows see the fewest
-  // keys), not the last (the most). The kernel sees q_shift virtual rows before row 0 (params.h).
+  // Causal calls on the dense / feature kinds' 192-row tile, seq_q not a multiple of 192, no
+  // window or chunk (plan.cpp): the q-tiles end at the last row, so the partial tile is the
+  // first (whose rows see the fewest keys), not the last (the most). The kernel sees q_shift
+  // virtual rows before row 0 (params.h).
   int64_t q_shift = 0;
   int32_t softcap_mode = 0;  // softcap_mode.h SoftcapMode
   float rescale_threshold = 8.0f;

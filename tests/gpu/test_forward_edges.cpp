@@ -357,9 +357,9 @@ TEST(GpuPlanRule, SmMarginLongTilesTakeTheCounter) {
   }
 }
 
-// plan.cpp's dynamic-counter rule for masks whose tile cost is not the causal ramp: sliding
-// windows (causal or both sides) and chunks take the counter; plain causal calls of the same
-// length keep the static snake.
+// plan.cpp's dynamic-counter rule for causal masks whose tile cost is not the causal ramp:
+// sliding windows and chunks take the counter; plain causal calls of the same length keep the
+// static snake, and so do both-sided windows without a causal mask (no LPT order to correct).
 TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
   const Device gpu{DeviceKind::cuda, 0};
   auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
@@ -370,7 +370,7 @@ TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
     bool dynamic;
   };
   for (const C& c : {C{65536, true, 4096, -1, 0, true}, C{32768, true, 1024, -1, 0, true},
-                     C{16384, false, 2048, 2048, 0, true}, C{8192, true, -1, -1, 2048, true},
+                     C{16384, false, 2048, 2048, 0, false}, C{8192, true, -1, -1, 2048, true},
                      C{8192, true, -1, -1, 0, false}}) {
     Args a;
     a.q = make_tensor(fake(0), DType::bf16, {1, c.seq, 16, 128}, gpu);
