@@ -165,15 +165,18 @@ def wall_table(rows, impls=("longattn (py)", "longattn", "FA3", "cuDNN")):
 
 
 def window_table(rows):
-    """Window / chunk rows: visible pairs; longattn vs FA3, and per visible key vs plain causal."""
+    """Window / chunk rows: visible pairs; longattn vs FA3, and per visible key vs plain causal;
+    each baseline build (run.sh .old*) on the windowed call, with longattn's ratio to it."""
+    bases = [b for b in BASELINES if any(get(r, b, "tflops") for r in rows)]
     hdr = ["shape", "mask", "FA3", "longattn", "longattn/FA3", "FA3 plain", "longattn plain",
-           "longattn mask/plain", "max abs diff", "notes"]
+           "longattn mask/plain"] + [f"{b} (longattn/{b})" for b in bases] + ["max abs diff", "notes"]
     body = []
     for r in rows:
         body.append([r["shape"], r["mask"], num(get(r, "FA3", "tflops")), num(get(r, "longattn", "tflops")),
                      num(ratio(r, "longattn", "FA3"), ".3f"), num(get(r, "FA3 plain", "tflops")),
-                     num(get(r, "longattn plain", "tflops")), num(ratio(r, "longattn", "longattn plain"), ".3f"),
-                     diff_cell(r), notes_cell(r)])
+                     num(get(r, "longattn plain", "tflops")), num(ratio(r, "longattn", "longattn plain"), ".3f")]
+                    + [f"{num(get(r, b, 'tflops'))} ({num(ratio(r, 'longattn', b), '.3f')})" for b in bases]
+                    + [diff_cell(r), notes_cell(r)])
     return md_table(hdr, body)
 
 

@@ -94,6 +94,8 @@ def window_row(ctx, c, seed=2):
     row.add("FA3", lambda: fa3_impl(ctx.need_fa3(), c, sets))
     row.add("cuDNN", lambda: sdpa_impl(c, sets))
     row.add("longattn", lambda: capi_impl(ctx.need_la(), c, sets))
+    for name, lib in ctx.bases:  # earlier trees (run.sh .old*): the windowed call
+        row.add(name, lambda lib=lib: capi_impl(lib, c, sets))
     for name, build in (("FA3 plain", lambda: fa3_impl(ctx.need_fa3(), plain, sets)),
                         ("longattn plain", lambda: capi_impl(ctx.need_la(), plain, sets))):
         impl = row.add(name, build)
