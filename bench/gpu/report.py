@@ -124,9 +124,14 @@ def _case(r):
     return c, f"{c['d']}" if not c.get("dv") or c["dv"] == c["d"] else f"{c['d']}/{c['dv']}"
 
 
+def present(rows, names, key="tflops"):
+    """The columns of `names` that some row measured (e.g. the baselines a run built)."""
+    return [n for n in names if any(get(r, n, key) for r in rows)]
+
+
 def peer_table(rows, peers=("FA3", "cuDNN"), key="tflops", title=""):
     """Headline / long: TFLOP/s of each peer and longattn, ratios, longattn's max |diff|."""
-    peers = tuple(peers) + tuple(b for b in BASELINES if any(get(r, b, key) for r in rows))
+    peers = tuple(peers) + tuple(present(rows, BASELINES, key))
     hdr = ["hdim", "shape", "mask"] + list(peers) + ["longattn"] + [f"longattn/{p}" for p in peers] + ["max abs diff", "notes"]
     body = []
     for r in rows:
@@ -167,7 +172,7 @@ def wall_table(rows, impls=("longattn (py)", "longattn", "FA3", "cuDNN")):
 def window_table(rows):
     """Window / chunk rows: visible pairs; longattn vs FA3, and per visible key vs plain causal;
     each baseline build (run.sh .old*) on the windowed call, with longattn's ratio to it."""
-    bases = [b for b in BASELINES if any(get(r, b, "tflops") for r in rows)]
+    bases = present(rows, BASELINES)
     hdr = ["shape", "mask", "FA3", "longattn", "longattn/FA3", "FA3 plain", "longattn plain",
            "longattn mask/plain"] + [f"{b} (longattn/{b})" for b in bases] + ["max abs diff", "notes"]
     body = []
@@ -183,7 +188,7 @@ def window_table(rows):
 def fp8_table(rows, labels=()):
     """labels: the --specs columns ("<label> fp8")."""
     cols = ("longattn fp8", "cuDNN fp8", "longattn bf16", "FA3 bf16") + tuple(
-        f"{b} fp8" for b in tuple(BASELINES) + tuple(labels) if any(get(r, f"{b} fp8", "tflops") for r in rows))
+        present(rows, [f"{b} fp8" for b in tuple(BASELINES) + tuple(labels)]))
     hdr = ["hdim", "shape", "mask"] + list(cols) + ["la fp8/cuDNN fp8", "la fp8/la bf16", "la fp8/FA3 bf16"] \
         + [f"err {c}" for c in cols]
     body = []
@@ -198,7 +203,7 @@ def fp8_table(rows, labels=()):
 def variants_table(rows, labels):
     """TFLOP/s of longattn (rules), each --baseline build and each override column, with its
     ratio to the rules."""
-    labels = [b for b in BASELINES if any(get(r, b, "tflops") for r in rows)] + list(labels)
+    labels = present(rows, BASELINES) + list(labels)
     hdr = ["hdim", "shape", "mask", "FA3", "longattn"] + labels + ["max abs diff (all columns)"]
     body = []
     for r in rows:

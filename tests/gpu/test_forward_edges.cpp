@@ -285,6 +285,10 @@ TEST(GpuForwardEmpty, NoKeyRowsWithSeqUsedQ) {
 namespace longattn {
 namespace {
 
+// Distinct, never dereferenced device addresses for the host-only plan tests (plan_forward
+// and fill_params read shapes and strides, never the data).
+void* fake(int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); }
+
 // plan.cpp's tile-list rule for varying lengths, on the host (no GPU): a ragged call takes the
 // device-built list only past one wave of padded tiles (132 SMs here); within one, the padded
 // grid (no pre-kernel, no allocation).
@@ -297,7 +301,6 @@ TEST(GpuPlanRule, RaggedTileListOnlyPastOneWave) {
   const C cases[] = {{1, 4, 1, false}, {4, 1000, 4, false}, {2, 4096, 2, false}, {3, 4096, 2, true},
                      {8, 1000, 16, true}};
   const Device gpu{DeviceKind::cuda, 0};
-  auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
   for (const C& c : cases) {
     const int64_t total = c.batch * c.max_seq;
     Args a;
@@ -332,7 +335,6 @@ TEST(GpuPlanRule, SmMarginLeavesAtLeastOneSm) {
 // 128 key blocks on take the counter; without a margin or on shorter keys, the static snake.
 TEST(GpuPlanRule, SmMarginLongTilesTakeTheCounter) {
   const Device gpu{DeviceKind::cuda, 0};
-  auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
   struct C {
     int64_t seq_q, seq_k;
     int margin;
@@ -362,7 +364,6 @@ TEST(GpuPlanRule, SmMarginLongTilesTakeTheCounter) {
 // static snake, and so do both-sided windows without a causal mask (no LPT order to correct).
 TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
   const Device gpu{DeviceKind::cuda, 0};
-  auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
   struct C {
     int64_t seq;
     bool causal;
@@ -422,7 +423,6 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
       {1, 1000, 1, 64, true, false, 0, 4},   // split-KV (forced)
   };
   const Device gpu{DeviceKind::cuda, 0};
-  auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
   for (const C& c : cases) {
     Args a;
     if (c.ragged) {
@@ -493,7 +493,6 @@ TEST(GpuPlanRule, Hdim256CausalTileOrder) {
   };
   const Device gpu{DeviceKind::cuda, 0};
   // Distinct, never dereferenced addresses (the checks refuse overlapping outputs).
-  auto fake = [](int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); };
   for (const C& c : cases) {
     const int64_t world = c.cp_world > 0 ? c.cp_world : 1;
     Args a;
