@@ -289,6 +289,16 @@ namespace {
 // and fill_params read shapes and strides, never the data).
 void* fake(int i) { return reinterpret_cast<void*>((uintptr_t(1) << 40) * uintptr_t(i + 1)); }
 
+// build_problem and plan_forward as forward_sm90.cpp runs them, on an H100-like device (132
+// SMs unless `sms`, 50 MB L2). Call through ASSERT_NO_FATAL_FAILURE.
+void plan_on_host(const Args& a, const detail::Overrides& ov, detail::Problem* p, cuda::ForwardPlan* plan,
+                  int sms = 132) {
+  const Status st = detail::build_problem(a, p);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const Status ps = cuda::plan_forward(a, *p, ov, sms, int64_t(50) << 20, plan);
+  ASSERT_TRUE(ps.ok()) << ps.message();
+}
+
 // plan.cpp's tile-list rule for varying lengths, on the host (no GPU): a ragged call takes the
 // device-built list only past one wave of padded tiles (132 SMs here); within one, the padded
 // grid (no pre-kernel, no allocation).
@@ -313,10 +323,8 @@ TEST(GpuPlanRule, RaggedTileListOnlyPastOneWave) {
     a.max_seqlen_q = a.max_seqlen_k = c.max_seq;
     a.mask.causal = true;
     detail::Problem p;
-    const Status st = detail::build_problem(a, &p);
-    ASSERT_TRUE(st.ok()) << st.message();
     cuda::ForwardPlan plan;
-    ASSERT_TRUE(cuda::plan_forward(a, p, {}, 132, int64_t(50) << 20, &plan).ok());
+    ASSERT_NO_FATAL_FAILURE(plan_on_host(a, {}, &p, &plan));
     EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::ragged);
     EXPECT_EQ(plan.tile_list, c.list) << "b" << c.batch << " max_seq " << c.max_seq << " h" << c.heads;
   }
@@ -350,10 +358,8 @@ TEST(GpuPlanRule, SmMarginLongTilesTakeTheCounter) {
     a.mask.causal = true;
     a.sm_margin = c.margin;
     detail::Problem p;
-    const Status st = detail::build_problem(a, &p);
-    ASSERT_TRUE(st.ok()) << st.message();
     cuda::ForwardPlan plan;
-    ASSERT_TRUE(cuda::plan_forward(a, p, {}, cuda::usable_sms(132, c.margin), int64_t(50) << 20, &plan).ok());
+    ASSERT_NO_FATAL_FAILURE(plan_on_host(a, {}, &p, &plan, cuda::usable_sms(132, c.margin)));
     EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::dense);
     EXPECT_EQ(plan.dynamic, c.dynamic) << c.seq_q << " x " << c.seq_k << " sm_margin " << c.margin;
   }
@@ -383,10 +389,8 @@ TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
     a.mask.window_right = c.right;
     a.mask.chunk_size = c.chunk;
     detail::Problem p;
-    const Status st = detail::build_problem(a, &p);
-    ASSERT_TRUE(st.ok()) << st.message();
     cuda::ForwardPlan plan;
-    ASSERT_TRUE(cuda::plan_forward(a, p, {}, 132, int64_t(50) << 20, &plan).ok());
+    ASSERT_NO_FATAL_FAILURE(plan_on_host(a, {}, &p, &plan));
     const bool masked = c.left >= 0 || c.right >= 0 || c.chunk > 0;
     EXPECT_EQ(plan.kernel, masked ? cuda::sm90::Kernel::feature : cuda::sm90::Kernel::dense);
     EXPECT_EQ(plan.dynamic, c.dynamic) << c.seq << " window " << c.left << " / " << c.right << " chunk " << c.chunk;
@@ -445,12 +449,10 @@ TEST(GpuPlanRule, CausalQTilesEndAtTheLastRow) {
     a.mask.chunk_size = c.chunk;
     a.mask.window_left = c.window;
     detail::Problem p;
-    const Status st = detail::build_problem(a, &p);
-    ASSERT_TRUE(st.ok()) << st.message();
     cuda::ForwardPlan plan;
     detail::Overrides ov;
     ov.kv_splits = c.splits;
-    ASSERT_TRUE(cuda::plan_forward(a, p, ov, 132, int64_t(50) << 20, &plan).ok());
+    ASSERT_NO_FATAL_FAILURE(plan_on_host(a, ov, &p, &plan));
     EXPECT_EQ(plan.kv_splits > 1, c.splits > 1);
     const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.seq) + " hdim " +
                              std::to_string(c.dim) + (c.causal ? " causal" : " full");
@@ -514,10 +516,8 @@ TEST(GpuPlanRule, Hdim256CausalTileOrder) {
                              std::to_string(c.heads) + " d" + std::to_string(c.dim) + (c.causal ? " causal" : "") +
                              " dtype " + std::to_string(int(c.dt)) + " cp " + std::to_string(c.cp_world);
     detail::Problem p;
-    const Status st = detail::build_problem(a, &p);
-    ASSERT_TRUE(st.ok()) << what << ": " << st.message();
     cuda::ForwardPlan plan;
-    ASSERT_TRUE(cuda::plan_forward(a, p, {}, 132, int64_t(50) << 20, &plan).ok()) << what;
+    ASSERT_NO_FATAL_FAILURE(plan_on_host(a, {}, &p, &plan)) << what;
     const Order got = plan.kernel == cuda::sm90::Kernel::ragged && plan.tile_list ? ragged_list
                       : plan.section_list                                          ? section_list
                                                                                    : snake;
