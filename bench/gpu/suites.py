@@ -85,9 +85,9 @@ def dense_row(ctx, c, *, rotate=False, wall=False, variants=(), peers=("FA3", "c
 def window_row(ctx, c, seed=2):
     """A window / chunk row, TFLOP/s on visible pairs for every column; 'plain' columns run
     the same inputs without the window (the per-visible-key comparison). The plain calls run
-    8-12x longer than the windowed ones, and the windowed columns of one tree moved by up to
-    10% between runs beside them (docs/PERFORMANCE.md, "Windows and chunks"): for an A/B of
-    the windowed call alone use --variants --shapes with wN / cN."""
+    much longer than the windowed ones, and beside them the windowed columns of one tree moved
+    between runs (docs/PERFORMANCE.md, "Windows and chunks"): for an A/B of the windowed call
+    alone use --variants --shapes with wN / cN."""
     check_memory(set_bytes(c) * 4, label(c))
     sets = make_sets(c, 1, seed)
     row = Row(label(c), c)
