@@ -143,8 +143,8 @@ def tables(name, rows, env, args, extra=""):
                  "", "Same input vs rotating input sets (rotating: the sets together hold 3x L2, so a call's "
                  "K/V are not left in L2 by the calls before it; same input: K/V (and Q) may stay L2-resident "
                  f"between calls, which favours short shapes whose working set is near the {env['l2_mb']} MB L2). "
-                 "Both are CUPTI kernel time, so launch gaps are in neither; the old event timing over back-to-back "
-                 "calls counted gaps too:", report.rotate_table(rows),
+                 "Both are CUPTI kernel time, so launch gaps are in neither; the old event timing over "
+                 "back-to-back calls counted gaps too:", report.rotate_table(rows),
                  "", "Per-call wall time through Python (N back-to-back calls then a sync; host overhead "
                  "included: argument checks, output allocation, JAX dispatch):", report.wall_table(rows)]
     elif name in ("long", "dims"):

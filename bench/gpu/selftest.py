@@ -62,11 +62,13 @@ def test_suites():
     assert shapes.parse_shapes("4x4096:16/8:256:causal; 1x16384:16/16:128", "e4m3") == [
         Case(4, 4096, 4096, 16, 8, 256, True, "e4m3"), Case(1, 16384, 16384, 16, 16, 128, False, "e4m3"),
         Case(1, 16384, 16384, 16, 16, 128, True, "e4m3")]
-    assert shapes.parse_shapes("2x700:4/4:64:causal:w33; 1x900:8/8:64:full:w40; 1x800:4/2:128:causal:c256", "bf16") == [
+    assert shapes.parse_shapes("2x700:4/4:64:causal:w33; 1x900:8/8:64:full:w40; 1x800:4/2:128:causal:c256;"
+                               "1x100:2/2:64:causal:w0", "bf16") == [
         Case(2, 700, 700, 4, 4, 64, True, wl=33), Case(1, 900, 900, 8, 8, 64, False, wl=40, wr=40),
-        Case(1, 800, 800, 4, 2, 128, True, chunk=256)]
+        Case(1, 800, 800, 4, 2, 128, True, chunk=256), Case(1, 100, 100, 2, 2, 64, True, wl=0)]
     for bad in ("4x4096:16/16", "4x4096:16/16:256:both", "4x0:16/16:256", "4x4096:16/6:128", "4xa:16/16:64",
-                "1x64:1/1:64:w8", "1x64:1/1:64:causal:w", "1x64:1/1:64:causal:x8", "1x64:1/1:64:causal:w0"):
+                "1x64:1/1:64:w8", "1x64:1/1:64:causal:w", "1x64:1/1:64:causal:x8", "1x64:1/1:64:causal:c0",
+                "1x64:1/1:64:causal:w-1"):
         try:
             shapes.parse_shapes(bad, "bf16")
             raise AssertionError(bad)

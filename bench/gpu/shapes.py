@@ -206,8 +206,8 @@ def parse_shapes(text, dtype):
     """--shapes: 'BxS:HQ/HK:D[:causal|full[:wN|cN]];...' (both masks where none is named), e.g.
     '4x4096:16/16:256:causal;1x16384:16/16:256;16x1000:16/16:64:causal:w256', as Cases of
     `dtype` (the --variants and --fp8 suites' rows; bench.py refuses it with other suites).
-    wN: a window of N keys before the diagonal (and N after it with the full mask); cN: chunks
-    of N keys."""
+    wN: a window of N >= 0 keys before the diagonal (and N after it with the full mask); cN:
+    chunks of N > 0 keys."""
     out = []
     for item in filter(None, (t.strip() for t in text.split(";"))):
         parts = item.split(":")
@@ -222,7 +222,7 @@ def parse_shapes(text, dtype):
             n = int(extra[1:]) if extra else 0
         except ValueError:
             raise bad from None
-        if extra and (extra[0] not in "wc" or n <= 0):
+        if extra and (extra[0] not in "wc" or n < 0 or (extra[0] == "c" and n == 0)):
             raise bad
         if min(b, s, hq, hk, d) <= 0 or hq % hk:
             raise ValueError(f"--shapes: '{item}': sizes must be positive and HQ a multiple of HK")
