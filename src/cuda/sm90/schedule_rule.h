@@ -29,6 +29,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -145,7 +146,8 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
   const double near_balance = snake_balance(near, pairs, m_blocks, grid, diff);
   if (near_balance >= 0.95) return near;
   const int64_t lo = std::min(pairs, one_round), hi = std::min({pairs, std::max(2 * fit, lo), lo + 63});
-  std::vector<double> score(static_cast<size_t>(hi - lo) + 1, -1.0);
+  std::array<double, 64> score;  // [s - lo]; -1: not a whole number of kv heads
+  score.fill(-1.0);
   double best = -1.0;
   for (int64_t s = lo; s <= hi; ++s) {
     if (s >= group && s % group != 0) continue;
