@@ -42,8 +42,8 @@
 #             split at '|'; default causal 8 x 2k, 16 heads, hdim 128): both kernels' details in
 #             $OUT/ncu_details.txt, longattn's per-SASS-instruction samples (first shape) in $OUT/ncu_source.csv.gz
 #   ncufp8    ncu --set full of the fp8 kernel and cuDNN's fp8 kernel (NCU_FP8_SHAPE), details and
-#             every warp-stall metric side by side in $OUT/ncu_fp8_stalls.txt, the fp8 kernel's
-#             per-SASS-instruction samples in $OUT/ncu_fp8_source.csv.gz (issue 21)
+#             every warp-stall metric side by side in $OUT/ncu_fp8_stalls.txt, both kernels'
+#             per-SASS-instruction samples in $OUT/ncu_fp8_source_{longattn,cudnn}.csv.gz (issue 21)
 #   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
 #             shipped rules and overrides sections=0
 # STAGE_TIMEOUT (env, seconds, default 420): the limit of each stage's command (a hang ends
@@ -293,7 +293,9 @@ print("metric | longattn | cuDNN")
 for k in keys:
     print(f"{k} | {rows[0].get(k, '')} | {rows[1].get(k, '') if len(rows) > 1 else ''}")
 PY
-      ncu -i "$LOGS/ncu8_longattn.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip >"$OUT/ncu_fp8_source.csv.gz"
+      for who in longattn cudnn; do
+        ncu -i "$LOGS/ncu8_$who.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip >"$OUT/ncu_fp8_source_$who.csv.gz"
+      done
       tail -20 "$LOGS/ncufp8.log" >>"$LOG"
       grep -E "^==|Duration|Registers Per|Executed Ipc A|Issue Slots Busy" "$OUT/ncu_fp8_details.txt" | tee -a "$SUM" ;;
     ncu)

@@ -397,6 +397,39 @@ TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
   }
 }
 
+// plan.cpp: windows and chunks on a kernel without the counter (the three-warpgroup hdim-64
+// tile) run one snake over every (batch, head) pair; the same calls at hdim 128 (the counter
+// compiled) and a plain causal hdim-64 call keep the L2 rule's sections.
+TEST(GpuPlanRule, WindowsAndChunksWithoutTheCounterRunOneSnake) {
+  const Device gpu{DeviceKind::cuda, 0};
+  struct C {
+    int64_t batch, seq, dim, left, chunk;
+    bool one_snake;
+  };
+  for (const C& c : {C{16, 1024, 64, -1, 256, true}, C{8, 2048, 64, -1, 512, true}, C{1, 32768, 64, 1024, 0, true},
+                     C{8, 2048, 64, -1, 0, false}, C{8, 2048, 128, -1, 512, false}, C{1, 32768, 128, 1024, 0, false}}) {
+    Args a;
+    a.q = make_tensor(fake(0), DType::bf16, {c.batch, c.seq, 16, c.dim}, gpu);
+    a.k = make_tensor(fake(1), DType::bf16, {c.batch, c.seq, 16, c.dim}, gpu);
+    a.v = make_tensor(fake(2), DType::bf16, {c.batch, c.seq, 16, c.dim}, gpu);
+    a.out = make_tensor(fake(3), DType::bf16, {c.batch, c.seq, 16, c.dim}, gpu);
+    a.mask.causal = true;
+    a.mask.window_left = c.left;
+    a.mask.chunk_size = c.chunk;
+    detail::Problem p;
+    cuda::ForwardPlan plan;
+    ASSERT_NO_FATAL_FAILURE(plan_on_host(a, {}, &p, &plan));
+    const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.seq) + " dim " +
+                             std::to_string(c.dim) + " window " + std::to_string(c.left) + " chunk " +
+                             std::to_string(c.chunk);
+    if (c.one_snake) {
+      EXPECT_EQ(plan.section_bh, c.batch * 16) << what;
+    } else {
+      EXPECT_LT(plan.section_bh, c.batch * 16) << what;
+    }
+  }
+}
+
 // plan.cpp's q-tile anchor (plan.h q_shift), on the host: causal calls on the 192-row dense and
 // feature tiles (hdim 64) whose seq_q is not a multiple of 192 end their q-tiles at the last
 // row; full masks, 128-row tiles, exact multiples, the ragged kind, windows, chunks and

@@ -68,13 +68,8 @@ struct KernelConfig {
   static constexpr int kThreads = 128 * (kWGs + 1);
   using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages, kHeadDimV, kElemBytes, kFp8 && !kVtGlobal>;
   static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
-  // Dynamic tile assignment compiled in (used when FwdParams::tile_counter is set): the
-  // kernels with the sectioned LPT schedule (scheduler.cuh DynamicTiles).
-  // NOTES: not the three-warpgroup hdim-64 tile (consumers at 160 registers spilled 4 bytes),
-  // nor the hdim-64 paged kernel (it spilled 8 bytes).
-  // NOTES: not fp8 yet (its V transposer would have to follow the published ids too).
-  static constexpr bool kDynamic = !kFp8 && kTile.lpt_sections && kTile.consumer_wgs == 2 &&
-                                   (kKind_ == Kernel::dense || kFeat) && !(kPaged && kHeadDim_ <= 64);
+  // Dynamic tile assignment compiled in (tile_size.h dynamic_compiled).
+  static constexpr bool kDynamic = dynamic_compiled(kKind_, kTile, kHeadDim_, kFp8);
   // O through shared memory (its tile's Q buffer) and TMA stores where FwdParams::o_tma says
   // so: the dense and feature kinds (the dense layout; the ragged kinds keep direct stores,
   // which clip rows at their sequence's end and scatter packed rows), 16-bit, O no wider
