@@ -204,13 +204,20 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
                                       (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)));
   // Windows and chunks where the kernel has no counter (tile_size.h dynamic_compiled: the
   // three-warpgroup hdim-64 tile): one snake over every pair instead of L2 sections. A tile
-  // reads only its window's or chunk's keys, so the L2 sections buy little, while each
-  // section's partial snake round leaves CTAs idle on these flat or sawtooth tile costs
+  // reads only its window's or chunk's keys, so the sections buy little, while each section's
+  // partial snake round leaves CTAs idle on these flat or sawtooth tile costs. Where the
+  // running tiles share pairs (pairs <= grid) or their windows' K / V fit the L2 together;
+  // past both, every running tile streams its own window from DRAM and the sections kept ~2%
   // (docs/PERFORMANCE.md, "Windows and chunks without the counter"). Not fp8 or paged K/V:
   // not measured there.
   if (pl.dynamic && (p.mask.chunk > 0 || (sliding && causal)) && ov.sections < 0 && !p.fp8 && !paged &&
-      !sm90::dynamic_compiled(pl.kernel, tc, d, p.fp8))
-    pl.section_bh = pairs;
+      !sm90::dynamic_compiled(pl.kernel, tc, d, p.fp8)) {
+    int64_t span = p.mask.window_left >= 0 ? p.mask.window_left : p.max_seq_k;
+    if (p.mask.chunk > 0) span = std::min<int64_t>(span, p.mask.chunk);
+    const int64_t kv_running = (std::min(pairs, grid) + p.group - 1) / p.group;
+    const int64_t window_bytes = kv_running * (span + tc.block_m) * (p.dim_qk + p.dim_v) * 2;
+    if (pairs <= grid || window_bytes <= l2_bytes) pl.section_bh = pairs;
+  }
   // Causal hdim 256 (the dense kinds without the sectioned snake, bf16 / f16 and e4m3; head
   // dims below 256 that run on those kernels take the feature kind and keep its snake): the
   // sectioned order as a device list (KernelConfig kSectionList), which keeps the running

@@ -398,34 +398,38 @@ TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
 }
 
 // plan.cpp: windows and chunks on a kernel without the counter (the three-warpgroup hdim-64
-// tile) run one snake over every (batch, head) pair; the same calls at hdim 128 (the counter
-// compiled) and a plain causal hdim-64 call keep the L2 rule's sections.
+// tile) run one snake over every (batch, head) pair where the running tiles share pairs or
+// their windows fit the L2 (8 x 8k x 32 heads, window 4096: neither, so sections); the same
+// calls at hdim 128 (the counter compiled) and a plain causal hdim-64 call keep the L2 rule's
+// sections.
 TEST(GpuPlanRule, WindowsAndChunksWithoutTheCounterRunOneSnake) {
   const Device gpu{DeviceKind::cuda, 0};
   struct C {
-    int64_t batch, seq, dim, left, chunk;
+    int64_t batch, seq, heads, dim, left, chunk;
     bool one_snake;
   };
-  for (const C& c : {C{16, 1024, 64, -1, 256, true}, C{8, 2048, 64, -1, 512, true}, C{1, 32768, 64, 1024, 0, true},
-                     C{8, 2048, 64, -1, 0, false}, C{8, 2048, 128, -1, 512, false}, C{1, 32768, 128, 1024, 0, false}}) {
+  for (const C& c : {C{16, 1024, 16, 64, -1, 256, true}, C{8, 2048, 16, 64, -1, 512, true},
+                     C{1, 32768, 16, 64, 1024, 0, true}, C{16, 4096, 32, 64, 1024, 0, true},
+                     C{8, 8192, 32, 64, 4096, 0, false}, C{8, 2048, 16, 64, -1, 0, false},
+                     C{8, 2048, 16, 128, -1, 512, false}, C{2, 32768, 16, 128, 1024, 0, false}}) {
     Args a;
-    a.q = make_tensor(fake(0), DType::bf16, {c.batch, c.seq, 16, c.dim}, gpu);
-    a.k = make_tensor(fake(1), DType::bf16, {c.batch, c.seq, 16, c.dim}, gpu);
-    a.v = make_tensor(fake(2), DType::bf16, {c.batch, c.seq, 16, c.dim}, gpu);
-    a.out = make_tensor(fake(3), DType::bf16, {c.batch, c.seq, 16, c.dim}, gpu);
+    a.q = make_tensor(fake(0), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    a.k = make_tensor(fake(1), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    a.v = make_tensor(fake(2), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    a.out = make_tensor(fake(3), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
     a.mask.causal = true;
     a.mask.window_left = c.left;
     a.mask.chunk_size = c.chunk;
     detail::Problem p;
     cuda::ForwardPlan plan;
     ASSERT_NO_FATAL_FAILURE(plan_on_host(a, {}, &p, &plan));
-    const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.seq) + " dim " +
-                             std::to_string(c.dim) + " window " + std::to_string(c.left) + " chunk " +
-                             std::to_string(c.chunk);
+    const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.seq) + " x " +
+                             std::to_string(c.heads) + " dim " + std::to_string(c.dim) + " window " +
+                             std::to_string(c.left) + " chunk " + std::to_string(c.chunk);
     if (c.one_snake) {
-      EXPECT_EQ(plan.section_bh, c.batch * 16) << what;
+      EXPECT_EQ(plan.section_bh, c.batch * c.heads) << what;
     } else {
-      EXPECT_LT(plan.section_bh, c.batch * 16) << what;
+      EXPECT_LT(plan.section_bh, c.batch * c.heads) << what;
     }
   }
 }
