@@ -206,7 +206,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // three-warpgroup hdim-64 tile): one snake over every pair instead of L2 sections. A tile
   // reads only its window's or chunk's keys, so the sections buy little, while each section's
   // partial snake round leaves CTAs idle on these flat or sawtooth tile costs. Where the
-  // running tiles share pairs (pairs <= grid) or their windows' K / V fit the L2 together;
+  // running tiles share pairs (pairs <= grid) or their windows' K / V (16-bit) fit the L2 together;
   // past both, every running tile streams its own window from DRAM and the sections kept ~2%
   // (docs/PERFORMANCE.md, "Windows and chunks without the counter"). Not fp8 or paged K/V:
   // not measured there.

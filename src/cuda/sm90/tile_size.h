@@ -109,10 +109,10 @@ constexpr bool cp_compiled(Kernel k, const TileConfig& t) {
 
 // Dynamic tile assignment (scheduler.cuh DynamicTiles, used when FwdParams::tile_counter is
 // set) compiled in: 16-bit kernels with the sectioned LPT schedule and two consumer
-// warpgroups. The host plans with it too (plan.cpp: a call that wants the counter where it is
-// not compiled keeps the snake). NOTES: not the three-warpgroup hdim-64 tile (consumers at 160
-// registers spilled 4 bytes), nor the hdim-64 paged kernel (it spilled 8 bytes); not fp8 yet
-// (its V transposer would have to follow the published ids too).
+// warpgroups. The host plans with it too (plan.cpp: windows and chunks that want the counter
+// where it is not compiled run one snake over every pair). NOTES: not the three-warpgroup
+// hdim-64 tile (consumers at 160 registers spilled 4 bytes), nor the hdim-64 paged kernel (it
+// spilled 8 bytes); not fp8 yet (its V transposer would have to follow the published ids too).
 constexpr bool dynamic_compiled(Kernel k, const TileConfig& t, int head_dim, bool fp8) {
   return !fp8 && t.lpt_sections && t.consumer_wgs == 2 && !(kernel_paged(k) && head_dim <= 64);
 }
