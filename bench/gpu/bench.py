@@ -157,7 +157,8 @@ def tables(name, rows, env, args, extra=""):
                  report.fp8_table(rows, [lab for lab, _ in shapes.parse_specs(args.specs)] if args.specs else ())]
     elif name == "variants":
         labels = [lab for lab, _ in (shapes.parse_specs(args.specs) if args.specs else shapes.VARIANTS)]
-        body += ["TFLOP/s (ratio to longattn's shipped rules):", report.variants_table(rows, labels)]
+        body += ["TFLOP/s; in brackets a column over longattn's shipped rules (> 1: that column is faster; "
+                 "the other tables' ratios are longattn over the peer):", report.variants_table(rows, labels)]
     else:
         body.append(report.long_table(rows))
     notes = report.na_notes(rows)
