@@ -44,6 +44,8 @@
 #   ncufp8    ncu --set full of the fp8 kernel and cuDNN's fp8 kernel (NCU_FP8_SHAPE), details and
 #             every warp-stall metric side by side in $OUT/ncu_fp8_stalls.txt, both kernels'
 #             per-SASS-instruction samples in $OUT/ncu_fp8_source_{longattn,cudnn}.csv.gz (issue 21)
+#             (bench/gpu/ncu_sass.py summarizes these per-SASS exports: opcode mix, execution
+#             counts, stall reasons)
 #   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
 #             shipped rules and overrides sections=0
 # STAGE_TIMEOUT (env, seconds, default 420): the limit of each stage's command (a hang ends

@@ -1,0 +1,107 @@
+"""Summaries of ncu per-SASS-instruction exports (tests/gpu/run.sh stages ncutile / ncufp8:
+`ncu --page source --csv --print-source sass`, gzipped), for comparing kernels' instruction
+mixes and where their warps stall.
+
+  python3 ncu_sass.py mix FILE [FILE ...] [--per N]
+      executed warp instructions by opcode (and their share of the stall samples); --per N
+      divides the counts by N (e.g. logits / 32 for instructions per logit)
+  python3 ncu_sass.py counts FILE
+      instructions grouped by how often each SASS line ran: code run once per tile, once per
+      key block, ... show up as separate execution counts (lines x count)
+  python3 ncu_sass.py stalls FILE OPCODE [OPCODE ...]
+      the stall reasons of the lines whose opcode starts with each OPCODE
+"""
+import argparse
+import collections
+import csv
+import gzip
+import re
+
+OPCODE = re.compile(r"(@!?U?P\w+\s+)?([A-Z0-9_]+(\.[A-Z0-9_]+)*)")
+KEEP_SUFFIX = ("HGMMA", "QGMMA", "MUFU", "F2FP")  # opcodes whose variant matters
+
+
+def load(path):
+    with gzip.open(path, "rt") as f:
+        rows = list(csv.reader(f))
+    head = next(i for i, r in enumerate(rows) if "Source" in r)
+    names = rows[head]
+    return [dict(zip(names, r)) for r in rows[head + 1:] if len(r) >= len(names)]
+
+
+def opcode(source, full=False):
+    m = OPCODE.match(source.strip())
+    if not m:
+        return ""
+    op = m.group(2)
+    return op if full or op.startswith(KEEP_SUFFIX) else op.split(".")[0]
+
+
+def num(row, key):
+    return int(row.get(key) or 0)
+
+
+def mix(paths, per):
+    for path in paths:
+        rows = load(path)
+        inst, samp = collections.Counter(), collections.Counter()
+        for r in rows:
+            op = opcode(r["Source"])
+            inst[op] += num(r, "Instructions Executed")
+            samp[op] += num(r, "Warp Stall Sampling (All Samples)")
+        ti, ts = sum(inst.values()) or 1, sum(samp.values()) or 1
+        print(f"{path}: {ti} warp instructions, {ts} stall samples")
+        for op, n in inst.most_common(30):
+            print(f"  {op:44s} {n / per:14.3f} {100 * n / ti:5.1f}%   samples {100 * samp[op] / ts:5.1f}%")
+
+
+def counts(path):
+    rows = load(path)
+    by = collections.defaultdict(lambda: [0, 0])
+    for r in rows:
+        n = num(r, "Instructions Executed")
+        by[n][0] += 1
+        by[n][1] += num(r, "Warp Stall Sampling (All Samples)")
+    total = sum(n * v[0] for n, v in by.items()) or 1
+    print(f"{path}: {total} warp instructions")
+    for n, (lines, s) in sorted(by.items(), key=lambda x: -x[0] * x[1][0])[:20]:
+        share = 100 * n * lines / total
+        print(f"  ran {n:>10} times: {lines:5d} lines, {share:5.1f}% of the instructions, {s} samples")
+
+
+def stalls(path, ops):
+    rows = load(path)
+    reasons = [k for k in rows[0] if k.startswith("stall_") and "Not Issued" not in k] if rows else []
+    for want in ops:
+        acc, lines = collections.Counter(), 0
+        for r in rows:
+            if opcode(r["Source"], full=True).startswith(want):
+                lines += 1
+                for k in reasons:
+                    acc[k] += num(r, k)
+        top = ", ".join(f"{k[6:]} {v}" for k, v in acc.most_common(6))
+        print(f"{want}: {lines} lines, {sum(acc.values())} samples: {top}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("mix")
+    m.add_argument("files", nargs="+")
+    m.add_argument("--per", type=float, default=1.0)
+    c = sub.add_parser("counts")
+    c.add_argument("file")
+    s = sub.add_parser("stalls")
+    s.add_argument("file")
+    s.add_argument("ops", nargs="+")
+    a = ap.parse_args()
+    if a.cmd == "mix":
+        mix(a.files, a.per)
+    elif a.cmd == "counts":
+        counts(a.file)
+    else:
+        stalls(a.file, a.ops)
+
+
+if __name__ == "__main__":
+    main()
