@@ -207,9 +207,9 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // reads only its window's or chunk's keys, so the sections buy little, while each section's
   // partial snake round leaves CTAs idle on these flat or sawtooth tile costs. Where the
   // running tiles share pairs (pairs <= grid) or their windows' K / V (16-bit) fit the L2 together;
-  // past both, every running tile streams its own window from DRAM and the sections kept ~2%
-  // (docs/PERFORMANCE.md, "Windows and chunks without the counter"). Not fp8 or paged K/V:
-  // not measured there.
+  // past both, every running tile streams its own window from DRAM and the sections stay
+  // faster (docs/PERFORMANCE.md, "Windows and chunks without the counter"). Not fp8 or paged
+  // K/V: not measured there.
   if (pl.dynamic && (p.mask.chunk > 0 || (sliding && causal)) && ov.sections < 0 && !p.fp8 && !paged &&
       !sm90::dynamic_compiled(pl.kernel, tc, d, p.fp8)) {
     int64_t span = p.mask.window_left >= 0 ? p.mask.window_left : p.max_seq_k;
