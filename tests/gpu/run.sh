@@ -46,6 +46,8 @@
 #             per-SASS-instruction samples in $OUT/ncu_fp8_source_{longattn,cudnn}.csv.gz (issue 21)
 #             (bench/gpu/ncu_sass.py summarizes these per-SASS exports: opcode mix, execution
 #             counts, stall reasons)
+#   mufu      bench/gpu/mufu_probe.cu: the exp2 pass's rate per warp on one SM sub-partition, with
+#             the softmax's FFMA / FADD / pack around it, 1-3 warps per sub-partition ($OUT/mufu.txt)
 #   ncu       L2 hit rate and DRAM bytes of one long call (NCU_SEQ keys, default 131072),
 #             shipped rules and overrides sections=0
 # STAGE_TIMEOUT (env, seconds, default 420): the limit of each stage's command (a hang ends
@@ -215,6 +217,9 @@ for st in $STAGES; do
     features) bench features --features ;;
     kvcache) bench kvcache --features --match kvcache ;;
     fp8) bench fp8 --fp8 ;;
+    mufu)
+      run mufu_build nvcc -O3 -gencode arch=compute_90a,code=sm_90a bench/gpu/mufu_probe.cu -o "$LOGS/mufu_probe" &&
+        run mufu "$LOGS/mufu_probe" && cp "$LOGS/mufu.log" "$OUT/mufu.txt" ;;
     dims) bench dims --dims ;;
     variants) bench variants --variants ;;
     pytest)  # the Python package's GPU tests (torch tensors on the device) through $PYPKG
