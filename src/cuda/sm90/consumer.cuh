@@ -67,8 +67,6 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
   // every wgmma (ptxas C7512). Not fp8: two buffers lost there (docs/PERFORMANCE.md).
   constexpr bool kDoubleP =
       !Cfg::kFp8 && !Cfg::kPaged && Cfg::kHeadDim <= 128 && kNS + kNO + 2 * kNP <= Cfg::kTile.consumer_regs - 40;
-  // fp8, the dense kind at hdim 128: S one block ahead (two S buffers).
-  constexpr bool kLookahead = Cfg::kFp8 && !Cfg::kFeat && !Cfg::kRagged && !Cfg::kPaged && !Cfg::kVtGlobal;
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // this thread's first row in the tile
   PipeState<Cfg::kStages> ks, vs;
@@ -235,111 +233,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
     uint64_t* q_empty = sm.q_empty(qs.stage);
     ptx::mbar_wait(sm.q_full(qs.stage), qs.phase);
     qs.advance();
-    if constexpr (kLookahead) {
-      if (hi > lo) {
-        // Q K^T one block ahead: a step issues the next block's S into the other buffer before
-        // this block's softmax, so both GEMMs of a step run under it.
-        float sa[kNS], sb[kNS];
-        uint32_t pf[kNP];
-        auto issue_qk = [&](float(&s_out)[kNS]) -> uint32_t {
-          wait_full(sm.k_full(ks.stage), ks.phase);
-          gemm_qk<Cfg>(s_out, q_wg, sm.k(ks.stage), uint32_t(p.k_grouped));
-          const uint32_t st = ks.stage;
-          ks.advance();
-          return st;
-        };
-        turn.wait_turn();
-        const uint32_t k_first = issue_qk(sa);  // S[hi - 1]
-        const bool two = hi - 2 >= lo;
-        uint32_t k_cur = two ? issue_qk(sb) : 0u;  // S[hi - 2]
-        turn.pass_turn();
-        settle_o();
-        if (two) {
-          ptx::wgmma_wait<1>();
-        } else {
-          ptx::wgmma_wait<0>();
-        }
-        ptx::pin(sa);
-        release(sm.k_empty(k_first));
-        if (hi - 1 == lo && !o_tma()) release(q_empty);
-        mask_s(sa, hi - 1);
-        softmax_update(sa);  // O is still zero: no rescale
-        to_p(sa, pf);
-        // Block jj, its S in s_cur: O += P[jj + 1] V[jj + 1] and (kNext) S[jj - 1] into s_next,
-        // then P[jj] = softmax(S[jj]) once that P.V has read pf.
-        auto issue_pv = [&]() -> uint32_t {  // O += P[jj + 1] V[jj + 1]
-          wait_full(sm.pv_full(vs.stage), vs.phase);
-          pv(o, pf);
-          const uint32_t v_stage = vs.stage;
-          vs.advance();
-          return v_stage;
-        };
-        const int32_t lo32 = int32_t(lo);
-        auto softmax_block = [&](int32_t jj, float(&s_cur)[kNS]) -> bool {  // S[jj] complete
-          ptx::pin(s_cur);
-          release(sm.k_empty(k_cur));
-          if (jj == lo32 && !o_tma()) release(q_empty);
-          mask_s(s_cur, jj);
-          return softmax_update(s_cur);
-        };
-        auto finish_block = [&](float(&s_cur)[kNS], uint32_t v_stage, bool moved) {  // the P.V complete
-          ptx::pin(o);
-          release(sm.pv_empty(v_stage));
-          if (moved || p.rescale_threshold <= 0.f) rescale_rows(o, factor);
-          to_p(s_cur, pf);
-        };
-        auto step = [&](int32_t jj, float(&s_cur)[kNS], float(&s_next)[kNS]) {
-          turn.wait_turn();
-          const uint32_t v_stage = issue_pv();
-          const uint32_t k_next = issue_qk(s_next);
-          turn.pass_turn();
-          ptx::wgmma_wait<2>();  // in flight: S[jj], the P.V, S[jj - 1]
-          const bool moved = softmax_block(jj, s_cur);
-          ptx::wgmma_wait<1>();  // the P.V
-          finish_block(s_cur, v_stage, moved);
-          k_cur = k_next;
-        };
-        auto step_last = [&](float(&s_cur)[kNS]) {  // block lo: no next S
-          turn.wait_turn();
-          const uint32_t v_stage = issue_pv();
-          turn.pass_turn();
-          ptx::wgmma_wait<1>();
-          const bool moved = softmax_block(lo32, s_cur);
-          ptx::wgmma_wait<0>();
-          finish_block(s_cur, v_stage, moved);
-        };
-        int32_t jj = int32_t(hi) - 2;
-        bool in_b = true;  // block jj's S is in sb
-        while (jj > lo32) {
-          step(jj, sb, sa);
-          if (--jj == lo32) {
-            in_b = false;
-            break;
-          }
-          step(jj, sa, sb);
-          --jj;
-        }
-        if (jj == lo32) {
-          if (in_b) {
-            step_last(sb);
-          } else {
-            step_last(sa);
-          }
-        }
-        // The last P.V: P[lo].
-        turn.wait_turn();
-        wait_full(sm.pv_full(vs.stage), vs.phase);
-        pv(o, pf);
-        turn.pass_turn();
-        ptx::wgmma_wait<0>();
-        ptx::pin(o);
-        release(sm.pv_empty(vs.stage));
-        vs.advance();
-      } else {
-        settle_o();
-        if (!o_tma()) release(q_empty);
-      }
-    } else if (hi > lo) {
+    if (hi > lo) {
       // P is double-buffered (pa, pb; kDoubleP): the P V in flight reads one buffer while the
       // softmax of the next block writes the other. With one buffer the conversion has to wait
       // for that P V, and ptxas hoists the wait above the whole softmax (to interleave the
