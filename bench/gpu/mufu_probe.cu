@@ -65,7 +65,7 @@ __global__ void probe(float* sink, long long* cycles, int iters, float scale, fl
         acc[(i / 4) & 3] ^= pack_e4m3(p[0], p[1], p[2], p[3]);
       if (kMode == kSoftmaxBf16) acc[(i / 4) & 3] ^= pack_bf16(p[0], p[1]) ^ pack_bf16(p[2], p[3]);
 #pragma unroll
-      for (int j = 0; j < 4; ++j)  // the next iteration's inputs (the pack alone: a bit flip)
+      for (int j = 0; j < 4; ++j)  // the next iteration's inputs (the pack alone: one ulp up)
         s[i + j] = kExp ? p[j] + 0.5f : __uint_as_float(__float_as_uint(p[j]) + 1u);
     }
   }
@@ -81,9 +81,12 @@ bool run(int warps_per_smsp, int sms) {
   const int threads = 128 * warps_per_smsp, iters = 2000, warps = sms * threads / 32;
   float* sink = nullptr;
   long long* cycles = nullptr;
-  if (cudaMalloc(&sink, size_t(sms) * threads * sizeof(float)) != cudaSuccess ||
-      cudaMalloc(&cycles, size_t(warps) * sizeof(long long)) != cudaSuccess)
+  const bool allocated = cudaMalloc(&sink, size_t(sms) * threads * sizeof(float)) == cudaSuccess &&
+                         cudaMalloc(&cycles, size_t(warps) * sizeof(long long)) == cudaSuccess;
+  if (!allocated) {
+    cudaFree(sink);
     return false;
+  }
   probe<kMode><<<sms, threads>>>(sink, cycles, 10, 1.4f, -3.f);  // warm-up
   probe<kMode><<<sms, threads>>>(sink, cycles, iters, 1.4f, -3.f);
   std::vector<long long> h(warps);
