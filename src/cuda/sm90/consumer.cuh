@@ -67,6 +67,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
   // every wgmma (ptxas C7512). Not fp8: two buffers lost there (docs/PERFORMANCE.md).
   constexpr bool kDoubleP =
       !Cfg::kFp8 && !Cfg::kPaged && Cfg::kHeadDim <= 128 && kNS + kNO + 2 * kNP <= Cfg::kTile.consumer_regs - 40;
+  // fp8, the dense kind at hdim 128: S one block ahead (two S buffers).
+  constexpr bool kLookahead = Cfg::kFp8 && !Cfg::kFeat && !Cfg::kRagged && !Cfg::kPaged && Cfg::kHeadDim <= 128;
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // this thread's first row in the tile
   PipeState<Cfg::kStages> ks, vs;
@@ -233,7 +235,111 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
     uint64_t* q_empty = sm.q_empty(qs.stage);
     ptx::mbar_wait(sm.q_full(qs.stage), qs.phase);
     qs.advance();
-    if (hi > lo) {
+    if constexpr (kLookahead) {
+      // Q K^T one block ahead (two S buffers): a step issues P.V and the next block's Q K^T in
+      // its turn and runs this block's softmax under both. Every path keeps the same wgmma
+      // groups in flight at each point, and none from one step into the next: where that
+      // differed (a runtime-conditional second Q K^T), ptxas serialized every wgmma (C7514).
+      float sa[kNS], sb[kNS];
+      uint32_t pf[kNP];
+      auto issue_qk = [&](float(&s_out)[kNS]) -> uint32_t {
+        wait_full(sm.k_full(ks.stage), ks.phase);
+        gemm_qk<Cfg>(s_out, q_wg, sm.k(ks.stage), uint32_t(p.k_grouped));
+        const uint32_t st = ks.stage;
+        ks.advance();
+        return st;
+      };
+      auto issue_pv = [&]() -> uint32_t {  // O += P V from the next Vt stage
+        wait_full(sm.pv_full(vs.stage), vs.phase);
+        pv(o, pf);
+        const uint32_t v_stage = vs.stage;
+        vs.advance();
+        return v_stage;
+      };
+      const int32_t lo32 = int32_t(lo);
+      uint32_t k_cur = 0;  // the K stage of the block whose softmax runs next
+      auto softmax_block = [&](int32_t jj, float(&s_cur)[kNS]) -> bool {  // S[jj] complete
+        ptx::pin(s_cur);
+        release(sm.k_empty(k_cur));
+        if (jj == lo32 && !o_tma()) release(q_empty);
+        mask_s(s_cur, jj);
+        return softmax_update(s_cur);
+      };
+      auto finish_block = [&](float(&s_cur)[kNS], uint32_t v_stage, bool moved) {  // the P.V complete
+        ptx::pin(o);
+        release(sm.pv_empty(v_stage));
+        if (moved || p.rescale_threshold <= 0.f) rescale_rows(o, factor);
+        to_p(s_cur, pf);
+      };
+      // Block jj (> lo), its S in s_cur: O += P[jj + 1] V[jj + 1], S[jj - 1] into s_next.
+      auto step = [&](int32_t jj, float(&s_cur)[kNS], float(&s_next)[kNS]) {
+        turn.wait_turn();
+        const uint32_t v_stage = issue_pv();
+        const uint32_t k_next = issue_qk(s_next);
+        turn.pass_turn();
+        const bool moved = softmax_block(jj, s_cur);
+        ptx::wgmma_wait<1>();  // the P.V
+        finish_block(s_cur, v_stage, moved);
+        ptx::wgmma_wait<0>();  // S[jj - 1]: it had the whole softmax to complete
+        ptx::pin(s_next);
+        k_cur = k_next;
+      };
+      auto step_last = [&](float(&s_cur)[kNS]) {  // block lo: O += P[lo + 1] V[lo + 1]
+        turn.wait_turn();
+        const uint32_t v_stage = issue_pv();
+        turn.pass_turn();
+        const bool moved = softmax_block(lo32, s_cur);
+        ptx::wgmma_wait<0>();
+        finish_block(s_cur, v_stage, moved);
+      };
+      if (hi - 1 == lo) {  // one block
+        turn.wait_turn();
+        k_cur = issue_qk(sa);
+        turn.pass_turn();
+        settle_o();
+        ptx::wgmma_wait<0>();
+        softmax_block(lo32, sa);  // O is still zero: no rescale
+        to_p(sa, pf);
+      } else if (hi > lo) {
+        turn.wait_turn();
+        k_cur = issue_qk(sa);                    // S[hi - 1]
+        const uint32_t k_second = issue_qk(sb);  // S[hi - 2]
+        turn.pass_turn();
+        settle_o();
+        ptx::wgmma_wait<1>();
+        softmax_block(int32_t(hi - 1), sa);
+        to_p(sa, pf);
+        ptx::wgmma_wait<0>();
+        ptx::pin(sb);
+        k_cur = k_second;
+        int32_t jj = int32_t(hi) - 2;  // its S is in sb
+        for (;;) {
+          if (jj == lo32) {
+            step_last(sb);
+            break;
+          }
+          step(jj--, sb, sa);
+          if (jj == lo32) {
+            step_last(sa);
+            break;
+          }
+          step(jj--, sa, sb);
+        }
+      }
+      if (hi > lo) {  // the last P.V: P[lo]
+        turn.wait_turn();
+        wait_full(sm.pv_full(vs.stage), vs.phase);
+        pv(o, pf);
+        turn.pass_turn();
+        ptx::wgmma_wait<0>();
+        ptx::pin(o);
+        release(sm.pv_empty(vs.stage));
+        vs.advance();
+      } else {
+        settle_o();
+        if (!o_tma()) release(q_empty);
+      }
+    } else if (hi > lo) {
       // P is double-buffered (pa, pb; kDoubleP): the P V in flight reads one buffer while the
       // softmax of the next block writes the other. With one buffer the conversion has to wait
       // for that P V, and ptxas hoists the wait above the whole softmax (to interleave the

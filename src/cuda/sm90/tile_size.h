@@ -135,13 +135,14 @@ constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
 // hdim 256 (the dense kind only; V pre-transposed in global memory, kernel_config.cuh
 // kVtGlobal): no transposer warps, so 24 / 240 as the 16-bit hdim-256 tile (S 64 + P 16 + O
 // 128 per consumer thread) and its global schedule; 32 KB Q + 2 x (K + Vt) of 32 KB = 160 KB.
-constexpr TileConfig fp8_tile(Kernel, int head_dim, int) {
+constexpr TileConfig fp8_tile(Kernel k, int head_dim, int) {
+  if (k == Kernel::dense && head_dim == 128) return TileConfig{128, 128, 3, 2, 24, 240, 2, false};
   return head_dim <= 128 ? TileConfig{128, 128, 3, 2, 56, 224, 2} : TileConfig{128, 128, 2, 2, 24, 240, 1, false};
 }
 
 // fp8 kernels whose V comes transposed from global memory (kernel_config.cuh kVtGlobal,
 // fp8_vt.h) instead of the in-kernel transposer: hdim 256 (the dense kind, its only one there).
-constexpr bool fp8_vt_global(Kernel k, int head_dim_v) { return k == Kernel::dense && head_dim_v > 128; }
+constexpr bool fp8_vt_global(Kernel k, int head_dim_v) { return k == Kernel::dense && head_dim_v >= 128; }
 
 // The compiled head dims (launch_<dtype>_hdim<d>.cu) that serve q / k dim d and v dim dv: the
 // cheapest (qk + v) with qk >= d and v >= dv. Narrower dims run there on column-addressed
