@@ -95,12 +95,10 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   pl.tile = p.fp8 ? sm90::fp8_tile(pl.kernel, d, dv) : sm90::kernel_tile(pl.kernel, d, dv);
   const sm90::TileConfig& tc = pl.tile;
   if (cp) {  // a q tile inside one chunk (one position offset), a K/V block inside one chunk
-    if (!sm90::cp_compiled(pl.kernel, tc))
+    if (!sm90::cp_compiled(pl.kernel, tc, p.fp8, dv))
       return Status::NotSupported(
           "cp_world: this call's kernel (fp8 other than plain attention at head dim 128, head dim 256 with sinks or "
           "softcap, or split head dims) not supported by the CUDA backend yet");
-    if (p.fp8 && sm90::fp8_vt_global(pl.kernel, dv))
-      return Status::NotSupported("cp_world: fp8 above head dim 128 not supported by the CUDA backend yet");
     if (p.cp_chunk % tc.block_m != 0 || p.cp_chunk % tc.block_n != 0)
       return Status::NotSupported("cp_world: chunk of " + std::to_string(p.cp_chunk) + " rows (q rows / 2), expected a multiple of " +
                                   std::to_string(tc.block_m) + " and " + std::to_string(tc.block_n) + " for the CUDA backend");

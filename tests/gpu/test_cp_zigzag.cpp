@@ -93,6 +93,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(CpCase{1, 128, 4, 2, 128, true}, CpCase{2, 256, 4, 2, 128, true}, CpCase{4, 128, 3, 3, 128, true},
                       CpCase{3, 128, 4, 1, 128, false, DType::f16}, CpCase{2, 384, 2, 2, 64, true},
                       CpCase{2, 128, 4, 2, 128, true, DType::bf16, true, 20.f}, CpCase{3, 256, 2, 1, 128, true, DType::e4m3},
+                      CpCase{2, 128, 4, 2, 128, false, DType::e4m3, false, 0.f, DType::bf16, 48},
                       CpCase{2, 640, 2, 2, 256, true}, CpCase{2, 128, 4, 4, 96, true},
                       CpCase{4, 128, 4, 2, 128, true, DType::bf16, false, 0.f, DType::bf16, 64},
                       CpCase{2, 384, 2, 2, 64, false, DType::f16, false, 0.f, DType::f16, 8},

@@ -59,7 +59,7 @@ struct KernelConfig {
   // Tile coordinates come from a device list (ragged kinds, kSectionList).
   static constexpr bool kList = kRagged || kSectionList;
   // Zigzag context parallelism (params.h cp_chunk; producer.cuh kv_coord) compiled in.
-  static constexpr bool kCp = cp_compiled(kKind_, kTile) && !kVtGlobal;
+  static constexpr bool kCp = cp_compiled(kKind_, kTile, kFp8, kHeadDimV_);
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kStages = kTile.stages;

@@ -82,7 +82,10 @@ struct Producer {
     if constexpr (Cfg::kVtGlobal) {
       // tm_v maps Vt (batch, heads_kv, kHeadDimV rows, keys) column-addressed (fp8_vt.h): the
       // block's 128 keys of every row, [kHeadDimV rows][128 B], keys past the end zero-filled.
-      ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), int32_t(n_block * Cfg::kBlockN), 0, 0, hk, b);
+      // Context parallelism: Vt of the gathered shards, one (rank) batch each, as K and V.
+      int32_t key = int32_t(n_block * Cfg::kBlockN);
+      kv_coord(p, &key, &b);
+      ptx::tma_load_5d(sm.v(vs.stage), tm_v, sm.v_full(vs.stage), key, 0, 0, hk, b);
     } else {
       int32_t row = int32_t(n_block * Cfg::kBlockN);
       kv_coord(p, &row, &b);

@@ -102,8 +102,10 @@ constexpr bool kernel_paged(Kernel k) { return k == Kernel::paged || k == Kernel
 constexpr bool kernel_packed(Kernel k) { return k == Kernel::ragged_packed || k == Kernel::paged_packed; }
 
 // Zigzag context parallelism (params.h cp_chunk) compiled in: the dense and feature kinds,
-// not the 24-register hdim-256 feature producer (its K/V coordinates spilled 16 bytes there).
-constexpr bool cp_compiled(Kernel k, const TileConfig& t) {
+// not the 24-register hdim-256 feature producer (its K/V coordinates spilled 16 bytes there),
+// nor fp8 above head dim 128 (the host upcasts or refuses those: forward_sm90.cpp).
+constexpr bool cp_compiled(Kernel k, const TileConfig& t, bool fp8, int head_dim_v) {
+  if (fp8 && head_dim_v > 128) return false;
   return k == Kernel::dense || (k == Kernel::feature && t.producer_regs >= 32);
 }
 
