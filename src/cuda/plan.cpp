@@ -54,6 +54,18 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || p.has_seqused_q || paged || split_dims;
   // Head dims narrower than the kernel's: the feature kinds (kernel_config.cuh kColMaps).
   bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged || pl.col_maps;
+  // fp8 plain attention at head dim 128: the dense kind (V transposed by a pre-pass) or, where
+  // that pass costs more than it saves, the ragged kind's in-kernel transposer. Context
+  // parallelism and split-KV (batch-1 calls whose tiles fill too few SMs) run on the dense kind
+  // alone.
+  if (p.fp8 && !features && d == 128 && p.cp_chunk == 0) {
+    bool dense = sm90::fp8_dense_worth(p.max_seq_q * p.group);
+    if (!dense && p.batch == 1) {
+      const sm90::TileConfig t = sm90::fp8_tile(Kernel::dense, d, dv);
+      dense = plan_splits(p, ov, t, (p.max_seq_q + t.block_m - 1) / t.block_m * p.heads_q, num_sms) > 1;
+    }
+    if (!decide(ov.fp8_dense, dense)) ragged = features = true;
+  }
   // The feature kernels' mask arithmetic is 32-bit (mask.cuh).
   const bool feat_fits = 2 * (p.max_seq_q + p.max_seq_k) <= INT32_MAX - 4096;
   if (features && !feat_fits)

@@ -195,15 +195,22 @@ testing::OracleResult run_fp8(const CaseSpec& s, Case& c, double acc_eps = kAccE
 
 class GpuFp8 : public ::testing::TestWithParam<CaseSpec> {};
 
+// Each case on both hdim-128 kinds of plain attention (Overrides::fp8_dense: the dense kind,
+// V transposed in global memory, and the ragged kind's in-kernel transposer; one of them where
+// the call has features), from fresh poisoned outputs each time.
 TEST_P(GpuFp8, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   const CaseSpec& s = GetParam();
-  Case c = testing::make_case(s);
-  gputest::poison_unread_kv(c.args, s.seed % 2 ? INFINITY : NAN);
-  const testing::OracleResult r = run_fp8(s, c);
-  printf("fp8 %-64s err %.2e naive %.2e (bound %.2e) lse %.2e (bound %.2e)\n", testing::describe(s).c_str(),
-         r.max_err, r.naive_err, r.bound, r.lse_err, r.lse_bound);
-  EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << ": " << r.failure;
+  for (const detail::Force dense : {detail::Force::on, detail::Force::off}) {
+    Case c = testing::make_case(s);
+    gputest::poison_unread_kv(c.args, s.seed % 2 ? INFINITY : NAN);
+    detail::Overrides ov;
+    ov.fp8_dense = dense;
+    const testing::OracleResult r = run_fp8(s, c, kAccEps, ov);
+    printf("fp8 %-60s dense %d err %.2e naive %.2e (bound %.2e) lse %.2e (bound %.2e)\n",
+           testing::describe(s).c_str(), int(dense), r.max_err, r.naive_err, r.bound, r.lse_err, r.lse_bound);
+    EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << " fp8_dense " << int(dense) << ": " << r.failure;
+  }
 }
 
 std::string spec_name(const ::testing::TestParamInfo<CaseSpec>& i) {
@@ -236,6 +243,7 @@ TEST(GpuFp8SectionList, DenseCausal) {
         Case c = testing::make_case(s);
         c.args.l2_budget_bytes = 4 << 20;
         detail::Overrides ov;
+        ov.fp8_dense = detail::Force::on;  // hdim 128: the dense kind at these sizes too
         if (forced) {
           ov.sections = 3;
           ov.section_list = detail::Force::on;

@@ -7,6 +7,8 @@
 // P (kBlockN/4) live at once in the overlapped loop.
 #pragma once
 
+#include <cstdint>
+
 namespace longattn::cuda::sm90 {
 
 struct TileConfig {
@@ -129,22 +131,34 @@ constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
   }
 }
 
-// The fp8 (e4m3) kernels' tile, every kind: 128 x 128 (Vt rows are 128 keys: one 128-byte
-// swizzle row, fp8.cuh), three K / V / Vt stages: the V transpose sits between V's arrival and
-// its P V. Shared memory (hdim 128): 2 Q + 3 x (K + V + Vt) of 16 KB = 176 KB. Registers: S 64
-// + P 16 + O 64 per consumer thread, so the split favours the producer warpgroup, whose warps
-// 1..3 transpose V (fp8.cuh; two steps in flight spilled at 40): 56 / 224.
-// hdim 256 (the dense kind only; V pre-transposed in global memory, kernel_config.cuh
-// kVtGlobal): no transposer warps, so 24 / 240 as the 16-bit hdim-256 tile (S 64 + P 16 + O
-// 128 per consumer thread) and its global schedule; 32 KB Q + 2 x (K + Vt) of 32 KB = 160 KB.
+// The fp8 (e4m3) kernels' tile: 128 x 128 (Vt rows are 128 keys: one 128-byte swizzle row,
+// fp8.cuh).
+// The kinds with the in-kernel V transposer (hdim 128 but the dense kind): three K / V / Vt
+// stages, the transpose between V's arrival and its P V. Shared memory: 2 Q + 3 x (K + V + Vt)
+// of 16 KB = 176 KB. Registers: S 64 + P 16 + O 64 per consumer thread, so the split favours
+// the producer warpgroup, whose warps 1..3 transpose V (fp8.cuh; two steps in flight spilled
+// at 40): 56 / 224.
+// The dense kinds (V pre-transposed in global memory, kernel_config.cuh kVtGlobal): no
+// transposer warps, so 24 / 240 and the global schedule (the 24-register producer has no room
+// for the sectioned snake). hdim 128: three K / Vt stages (2 Q + 3 x (K + Vt) of 16 KB = 128
+// KB) and S one block ahead (consumer.cuh kLookahead: S 2 x 64 + P 16 + O 64). hdim 256: as
+// the 16-bit hdim-256 tile (S 64 + P 16 + O 128), 32 KB Q + 2 x (K + Vt) of 32 KB = 160 KB.
 constexpr TileConfig fp8_tile(Kernel k, int head_dim, int) {
   if (k == Kernel::dense && head_dim == 128) return TileConfig{128, 128, 3, 2, 24, 240, 2, false};
   return head_dim <= 128 ? TileConfig{128, 128, 3, 2, 56, 224, 2} : TileConfig{128, 128, 2, 2, 24, 240, 1, false};
 }
 
 // fp8 kernels whose V comes transposed from global memory (kernel_config.cuh kVtGlobal,
-// fp8_vt.h) instead of the in-kernel transposer: hdim 256 (the dense kind, its only one there).
+// fp8_vt.h) instead of the in-kernel transposer: the dense kinds (hdim 256: its only one).
 constexpr bool fp8_vt_global(Kernel k, int head_dim_v) { return k == Kernel::dense && head_dim_v >= 128; }
+
+// fp8 plain attention at head dim 128 (plan.cpp): the dense kind where each K/V head serves at
+// least this many query rows (seq_q x the GQA group), else the ragged kind. The dense kind's
+// pre-pass reads and writes V once, a cost that scales with the keys while the attention
+// scales with the keys x those rows (docs/PERFORMANCE.md, "fp8 hdim 128: Q.K^T one block
+// ahead").
+constexpr int64_t kFp8DenseMinRows = 4096;
+constexpr bool fp8_dense_worth(int64_t q_rows_per_kv_head) { return q_rows_per_kv_head >= kFp8DenseMinRows; }
 
 // The compiled head dims (launch_<dtype>_hdim<d>.cu) that serve q / k dim d and v dim dv: the
 // cheapest (qk + v) with qk >= d and v >= dv. Narrower dims run there on column-addressed
