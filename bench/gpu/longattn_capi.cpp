@@ -37,7 +37,7 @@ extern "C" {
 /// Sets the internal overrides (src/common/overrides.h) for every later call, from a spec of
 /// comma-separated key=value pairs; "" restores the shipped rules. Keys: sections (N; 0: one
 /// section), splits (N; 0: none), tile_list, dynamic, section_list, section_rotate, pack_gqa,
-/// softcap_fixed, fp8_upcast, fp8_dense (rule|off|on),
+/// softcap_fixed, fp8_upcast, fp8_vt_global (rule|off|on),
 /// paged_fill (rule|tma|lanes|gather),
 /// paged_group_k, paged_group_v (0|1), rescale_threshold (float; 0: always rescale); and one
 /// Args field, sm_margin (N >= 0: the grid of a GPU whose other work holds N SMs).
@@ -85,8 +85,8 @@ int longattn_bench_set_overrides(const char* spec, char* err, int err_len) {
       ok = force(v, &o.pack_gqa);
     } else if (k == "fp8_upcast") {
       ok = force(v, &o.fp8_upcast);
-    } else if (k == "fp8_dense") {
-      ok = force(v, &o.fp8_dense);
+    } else if (k == "fp8_vt_global") {
+      ok = force(v, &o.fp8_vt_global);
     } else if (k == "softcap_fixed") {
       ok = force(v, &o.softcap_fixed);
     } else if (k == "paged_fill") {

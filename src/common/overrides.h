@@ -41,10 +41,10 @@ struct Overrides {
   // fp8_upcast_forward), on the fp8 kernels wherever they serve the call (off), or by the rule
   // (fp8_upcast_needed). Calls no fp8 kernel serves take the upcast whatever this says.
   Force fp8_upcast = Force::rule;
-  // fp8 plain attention at head dim 128: the dense kind (Q K^T one block ahead, V transposed in
-  // global memory by a pre-pass: on), the ragged kind (the in-kernel V transposer: off), or
-  // the rule (tile_size.h fp8_dense_worth).
-  Force fp8_dense = Force::rule;
+  // fp8 plain attention at head dim 128: the dense_vt kind (V transposed in global memory by a
+  // pre-pass, Q K^T one block ahead: on), the dense kind (the in-kernel V transposer: off), or
+  // the rule (tile_size.h fp8_vt_worth).
+  Force fp8_vt_global = Force::rule;
   float rescale_threshold = 8.0f;         // lazy O rescale threshold, log2 units; <= 0: always rescale
 };
 

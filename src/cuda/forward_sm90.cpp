@@ -470,7 +470,7 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   }
   if (!split.part) la.p.o_tma = cuda::encode_out_map(a, p, plan, &la) ? 1 : 0;
   Fp8Vt vt;
-  Status vs = p.fp8 && cuda::sm90::fp8_vt_global(plan.kernel, plan.dim_v) ? vt.prepare(a, stream, &la) : Status::Ok();
+  Status vs = p.fp8 && cuda::sm90::fp8_vt_global(plan.kernel) ? vt.prepare(a, stream, &la) : Status::Ok();
   cudaError_t e = vs.ok() ? launch(p, plan, la) : cudaSuccess;
   if (split.part) {
     if (vs.ok() && e == cudaSuccess) e = split.combine(a, p, stream);

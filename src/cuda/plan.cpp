@@ -54,18 +54,6 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   bool ragged = p.q_ragged || p.kv == KvLayout::ragged || p.has_seqused_k || p.has_seqused_q || paged || split_dims;
   // Head dims narrower than the kernel's: the feature kinds (kernel_config.cuh kColMaps).
   bool features = p.has_sinks || p.softcap > 0.f || windowed || ragged || pl.col_maps;
-  // fp8 plain attention at head dim 128: the dense kind (V transposed by a pre-pass) or, where
-  // that pass costs more than it saves, the ragged kind's in-kernel transposer. Context
-  // parallelism and split-KV (batch-1 calls whose tiles fill too few SMs) run on the dense kind
-  // alone.
-  if (p.fp8 && !features && d == 128 && p.cp_chunk == 0) {
-    bool dense = sm90::fp8_dense_worth(p.max_seq_q * p.group);
-    if (!dense && p.batch == 1) {
-      const sm90::TileConfig t = sm90::fp8_tile(Kernel::dense, d, dv);
-      dense = plan_splits(p, ov, t, (p.max_seq_q + t.block_m - 1) / t.block_m * p.heads_q, num_sms) > 1;
-    }
-    if (!decide(ov.fp8_dense, dense)) ragged = features = true;
-  }
   // The feature kernels' mask arithmetic is 32-bit (mask.cuh).
   const bool feat_fits = 2 * (p.max_seq_q + p.max_seq_k) <= INT32_MAX - 4096;
   if (features && !feat_fits)
@@ -104,6 +92,13 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
               : ragged   ? (pack ? Kernel::ragged_packed : Kernel::ragged)
               : features ? Kernel::feature
                          : Kernel::dense;
+  // fp8 plain attention: dense_vt (V transposed in global memory by a pre-pass, Q K^T one
+  // block ahead) above head dim 128 (its only fp8 kind) and at 128 where rows see many keys.
+  if (p.fp8 && pl.kernel == Kernel::dense) {
+    const int64_t sq = p.max_seq_q, sk = p.max_seq_k;
+    const int64_t visible = causal ? std::max<int64_t>(0, sk - std::min(sq, sk) / 2) : sk;
+    if (d > 128 || decide(ov.fp8_vt_global, sm90::fp8_vt_worth(visible))) pl.kernel = Kernel::dense_vt;
+  }
   pl.tile = p.fp8 ? sm90::fp8_tile(pl.kernel, d, dv) : sm90::kernel_tile(pl.kernel, d, dv);
   const sm90::TileConfig& tc = pl.tile;
   if (cp) {  // a q tile inside one chunk (one position offset), a K/V block inside one chunk
@@ -163,7 +158,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // tile costs are flat or a sawtooth, not the causal ramp, so moving the partial tile gains
   // nothing or moves the tiles across chunk edges (docs/PERFORMANCE.md, "Windows and chunks:
   // the dynamic counter, the anchor").
-  const bool anchor_kind = pl.kernel == Kernel::dense || (pl.kernel == Kernel::feature && !windowed);
+  const bool anchor_kind = pl.kernel == Kernel::dense || pl.kernel == Kernel::dense_vt || (pl.kernel == Kernel::feature && !windowed);
   if (anchor_kind && causal && !cp && pl.kv_splits == 1 && tc.block_m % 128 != 0 && p.max_seq_q % tc.block_m != 0)
     pl.q_shift = tc.block_m - p.max_seq_q % tc.block_m;
 
@@ -228,8 +223,9 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     const int64_t window_bytes = kv_running * (span + tc.block_m) * (p.dim_qk + p.dim_v) * 2;
     if (pairs <= grid || window_bytes <= l2_bytes) pl.section_bh = pairs;
   }
-  // Causal hdim 256 (the dense kinds without the sectioned snake, bf16 / f16 and e4m3; head
-  // dims below 256 that run on those kernels take the feature kind and keep its snake): the
+  // Causal on the dense kinds without the sectioned snake (hdim 256: bf16 / f16 and e4m3; fp8
+  // dense_vt at 128; head dims below 256 that run on the 256 kernels take the feature kind and
+  // keep its snake): the
   // sectioned order as a device list (KernelConfig kSectionList), which keeps the running
   // tiles' K/V inside the L2 where the global snake streams it from DRAM. The launch builds it
   // only where the L2 rule cuts sections (launch_impl.cuh want_slist). Short calls (at most 16
@@ -237,7 +233,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // than the ragged kind's sequence-major list (docs/PERFORMANCE.md, "The section list's
   // sections from rotating first CTAs"). Context parallelism keeps the snake (its tiles' costs
   // are not the causal ramp the list's LPT order assumes).
-  pl.section_list = causal && pl.kernel == Kernel::dense && !tc.lpt_sections && !cp && decide(ov.section_list, true);
+  pl.section_list = causal && (pl.kernel == Kernel::dense || pl.kernel == Kernel::dense_vt) && !tc.lpt_sections && !cp &&
+                    decide(ov.section_list, true);
   pl.section_rotate = int8_t(ov.section_rotate);  // the rule needs the grid: the launch applies it
   *out = pl;
   return Status::Ok();

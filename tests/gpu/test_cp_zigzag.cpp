@@ -2,11 +2,13 @@
 // over the gathered, rank-major K/V against the float64 reference of the same call (whose
 // meaning tests/cpu/cp_zigzag_test.cpp checks against one call on the whole sequence).
 // Every rank of each world, causal and full, GQA, the dense and feature kinds (sinks,
-// softcap), fp8, head dims 64 / 128 / 256 at chunks of their tiles; poisoned outputs.
+// softcap), fp8 (on both hdim-128 kinds), head dims 64 / 128 / 256 at chunks of their tiles;
+// poisoned outputs.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "common/overrides.h"
 #include "device_case.h"
 #include "support/testing.h"
 
@@ -23,13 +25,14 @@ struct CpCase {
   float softcap = 0.f;
   DType out = DType::f32;  // bf16 / f16 (q's): O through shared memory and TMA stores
   int64_t kv_pad = 0;      // extra rows per rank in k / v's buffer: a rank stride other than 2c rows
+  detail::Force fp8_vt = detail::Force::rule;  // fp8: dense_vt (on) or the dense kind (off)
 };
 
 std::string name(const CpCase& c) {
   return "w" + std::to_string(c.world) + "_c" + std::to_string(c.chunk) + "_h" + std::to_string(c.heads_q) + "x" +
          std::to_string(c.heads_kv) + "_d" + std::to_string(c.dim) + (c.causal ? "_causal" : "_full") + "_" +
          dtype_name(c.in) + (c.sinks ? "_sinks" : "") + (c.softcap > 0.f ? "_softcap" : "") + "_out" +
-         dtype_name(c.out) + (c.kv_pad ? "_kvpad" : "");
+         dtype_name(c.out) + (c.kv_pad ? "_kvpad" : "") + (c.fp8_vt == detail::Force::rule ? "" : c.fp8_vt == detail::Force::on ? "_vt" : "_novt");
 }
 
 // One rank's call on the device; "" when it matches the reference. `status` receives the
@@ -67,7 +70,9 @@ std::string run_rank(const CpCase& c, int64_t rank, uint64_t seed, Status* statu
   d.args.out = d.upload(out), d.args.lse = d.upload(lse);
   if (c.sinks) d.args.sinks = d.upload(sinks);
   if (c.in == DType::e4m3) d.args.q_descale = d.upload(qd), d.args.k_descale = d.upload(kd), d.args.v_descale = d.upload(vd);
-  const Status st = forward(d.args);
+  detail::Overrides ov;
+  ov.fp8_vt_global = c.fp8_vt;
+  const Status st = detail::forward_with(d.args, ov);
   if (status) *status = st;
   if (cudaDeviceSynchronize() != cudaSuccess) return "CUDA error after the call";
   d.download(out, d.args.out);
@@ -92,8 +97,9 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, GpuCpZigzag,
     ::testing::Values(CpCase{1, 128, 4, 2, 128, true}, CpCase{2, 256, 4, 2, 128, true}, CpCase{4, 128, 3, 3, 128, true},
                       CpCase{3, 128, 4, 1, 128, false, DType::f16}, CpCase{2, 384, 2, 2, 64, true},
-                      CpCase{2, 128, 4, 2, 128, true, DType::bf16, true, 20.f}, CpCase{3, 256, 2, 1, 128, true, DType::e4m3},
-                      CpCase{2, 128, 4, 2, 128, false, DType::e4m3, false, 0.f, DType::bf16, 48},
+                      CpCase{2, 128, 4, 2, 128, true, DType::bf16, true, 20.f}, CpCase{3, 256, 2, 1, 128, true, DType::e4m3, false, 0.f, DType::f32, 0, detail::Force::on},
+                      CpCase{3, 256, 2, 1, 128, true, DType::e4m3, false, 0.f, DType::f32, 0, detail::Force::off},
+                      CpCase{2, 128, 4, 2, 128, false, DType::e4m3, false, 0.f, DType::bf16, 48, detail::Force::on},
                       CpCase{2, 640, 2, 2, 256, true}, CpCase{2, 128, 4, 4, 96, true},
                       CpCase{4, 128, 4, 2, 128, true, DType::bf16, false, 0.f, DType::bf16, 64},
                       CpCase{2, 384, 2, 2, 64, false, DType::f16, false, 0.f, DType::f16, 8},

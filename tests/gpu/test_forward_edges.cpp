@@ -559,16 +559,16 @@ TEST(GpuPlanRule, Hdim256CausalTileOrder) {
                       : plan.section_list                                          ? section_list
                                                                                    : snake;
     EXPECT_EQ(got, c.order) << what;
-    EXPECT_EQ(plan.kernel, cuda::sm90::Kernel::dense) << what;
+    EXPECT_EQ(plan.kernel, c.dt == DType::e4m3 ? cuda::sm90::Kernel::dense_vt : cuda::sm90::Kernel::dense) << what;
   }
 }
 
-// plan.cpp's kind for fp8 plain attention at head dim 128 (tile_size.h fp8_dense_worth), on
-// the host: the dense kind (V transposed in global memory) from kFp8DenseMinRows query rows per
-// K/V head (seq_q x the group), the ragged kind below unless the dense kind would split the keys
-// (batch 1, few tiles); Overrides::fp8_dense forces either; context parallelism stays dense; a
-// window (a feature) takes the ragged kind.
-TEST(GpuPlanRule, Fp8Hdim128DenseFromEnoughRows) {
+// plan.cpp's kind for fp8 plain attention, on the host: at head dim 128 dense_vt (V transposed
+// in global memory) where a row sees at least kFp8VtMinKeys keys on average (a causal row about
+// half of them: bottom-right, seq_k - seq_q / 2), the dense kind below; Overrides::fp8_vt_global
+// forces either; context parallelism follows the same rule; a window (a feature) takes the
+// ragged kind; head dim 256 dense_vt whatever the length.
+TEST(GpuPlanRule, Fp8DenseVtFromManyKeys) {
   using cuda::sm90::Kernel;
   struct C {
     int64_t batch, seq, heads_q, heads_kv;
@@ -577,29 +577,33 @@ TEST(GpuPlanRule, Fp8Hdim128DenseFromEnoughRows) {
     Kernel kernel;
     int cp_world = 0;
     int64_t window = -1;
+    int64_t dim = 128;
   };
-  const int64_t r = cuda::sm90::kFp8DenseMinRows;
+  const int64_t r = cuda::sm90::kFp8VtMinKeys;
   const detail::Force rule = detail::Force::rule;
   const C cases[] = {
-      {16, r / 4, 16, 16, false, rule, Kernel::ragged},
-      {8, r / 2, 16, 16, true, rule, Kernel::ragged},
+      {16, r / 4, 16, 16, false, rule, Kernel::dense},
+      {4, r, 16, 16, false, rule, Kernel::dense_vt},
+      {4, r - 16, 16, 16, false, rule, Kernel::dense},
       {4, r, 16, 16, true, rule, Kernel::dense},
-      {8, r / 2, 32, 8, true, rule, Kernel::dense},  // group 4
-      {1, r - 1, 16, 16, false, rule, Kernel::ragged},
-      {1, r - 96, 1, 1, false, rule, Kernel::dense},  // 32 tiles of 32 key blocks: split-KV
-      {2, r / 4, 16, 16, false, detail::Force::on, Kernel::dense},
-      {1, 4 * r, 16, 16, true, detail::Force::off, Kernel::ragged},
-      {1, 2560, 16, 16, true, rule, Kernel::dense, 2},  // context parallelism (c = 640)
+      {2, 2 * r, 16, 16, true, rule, Kernel::dense_vt},
+      {2, 2 * r - 32, 16, 16, true, rule, Kernel::dense},
+      {8, r / 2, 32, 8, true, rule, Kernel::dense},  // GQA: the same rule
+      {2, r / 4, 16, 16, false, detail::Force::on, Kernel::dense_vt},
+      {1, 4 * r, 16, 16, true, detail::Force::off, Kernel::dense},
+      {1, 2560, 16, 16, true, detail::Force::on, Kernel::dense_vt, 2},  // context parallelism (c = 640)
+      {1, 2560, 16, 16, true, rule, Kernel::dense, 2},
       {1, 4 * r, 16, 16, true, rule, Kernel::ragged, 0, 512},
+      {8, 1024, 16, 16, true, rule, Kernel::dense_vt, 0, -1, 256},
   };
   const Device gpu{DeviceKind::cuda, 0};
   for (const C& c : cases) {
     const int64_t world = c.cp_world > 0 ? c.cp_world : 1;
     Args a;
-    a.q = make_tensor(fake(0), DType::e4m3, {c.batch, c.seq, c.heads_q, 128}, gpu);
-    a.k = make_tensor(fake(1), DType::e4m3, {world * c.batch, c.seq, c.heads_kv, 128}, gpu);
-    a.v = make_tensor(fake(2), DType::e4m3, {world * c.batch, c.seq, c.heads_kv, 128}, gpu);
-    a.out = make_tensor(fake(3), DType::bf16, {c.batch, c.seq, c.heads_q, 128}, gpu);
+    a.q = make_tensor(fake(0), DType::e4m3, {c.batch, c.seq, c.heads_q, c.dim}, gpu);
+    a.k = make_tensor(fake(1), DType::e4m3, {world * c.batch, c.seq, c.heads_kv, c.dim}, gpu);
+    a.v = make_tensor(fake(2), DType::e4m3, {world * c.batch, c.seq, c.heads_kv, c.dim}, gpu);
+    a.out = make_tensor(fake(3), DType::bf16, {c.batch, c.seq, c.heads_q, c.dim}, gpu);
     a.q_descale = make_tensor(fake(4), DType::f32, {c.batch, c.heads_kv}, gpu);
     a.k_descale = make_tensor(fake(5), DType::f32, {c.batch, c.heads_kv}, gpu);
     a.v_descale = make_tensor(fake(6), DType::f32, {c.batch, c.heads_kv}, gpu);
@@ -610,15 +614,16 @@ TEST(GpuPlanRule, Fp8Hdim128DenseFromEnoughRows) {
       a.cp_rank = 1;
     }
     const std::string what = "b" + std::to_string(c.batch) + " s" + std::to_string(c.seq) + " h" +
-                             std::to_string(c.heads_q) + "/" + std::to_string(c.heads_kv) +
-                             (c.causal ? " causal" : "") + " force " + std::to_string(int(c.force)) + " cp " +
-                             std::to_string(c.cp_world) + " window " + std::to_string(c.window);
+                             std::to_string(c.heads_q) + "/" + std::to_string(c.heads_kv) + " d" +
+                             std::to_string(c.dim) + (c.causal ? " causal" : "") + " force " +
+                             std::to_string(int(c.force)) + " cp " + std::to_string(c.cp_world) + " window " +
+                             std::to_string(c.window);
     detail::Overrides ov;
-    ov.fp8_dense = c.force;
+    ov.fp8_vt_global = c.force;
     detail::Problem p;
     cuda::ForwardPlan plan;
     ASSERT_NO_FATAL_FAILURE(plan_on_host(a, ov, &p, &plan)) << what;
-    EXPECT_EQ(plan.kernel, c.kernel) << what;
+    EXPECT_EQ(int(plan.kernel), int(c.kernel)) << what;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "common/overrides.h"
@@ -195,21 +196,21 @@ testing::OracleResult run_fp8(const CaseSpec& s, Case& c, double acc_eps = kAccE
 
 class GpuFp8 : public ::testing::TestWithParam<CaseSpec> {};
 
-// Each case on both hdim-128 kinds of plain attention (Overrides::fp8_dense: the dense kind,
-// V transposed in global memory, and the ragged kind's in-kernel transposer; one of them where
-// the call has features), from fresh poisoned outputs each time.
+// Each case on both hdim-128 kinds of plain attention (Overrides::fp8_vt_global: dense_vt, V
+// transposed in global memory, and the dense kind's in-kernel transposer; the one kind where
+// the call has features or other head dims), from fresh poisoned outputs each time.
 TEST_P(GpuFp8, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   const CaseSpec& s = GetParam();
-  for (const detail::Force dense : {detail::Force::on, detail::Force::off}) {
+  for (const detail::Force vt : {detail::Force::on, detail::Force::off}) {
     Case c = testing::make_case(s);
     gputest::poison_unread_kv(c.args, s.seed % 2 ? INFINITY : NAN);
     detail::Overrides ov;
-    ov.fp8_dense = dense;
+    ov.fp8_vt_global = vt;
     const testing::OracleResult r = run_fp8(s, c, kAccEps, ov);
-    printf("fp8 %-60s dense %d err %.2e naive %.2e (bound %.2e) lse %.2e (bound %.2e)\n",
-           testing::describe(s).c_str(), int(dense), r.max_err, r.naive_err, r.bound, r.lse_err, r.lse_bound);
-    EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << " fp8_dense " << int(dense) << ": " << r.failure;
+    printf("fp8 %-60s vt %d err %.2e naive %.2e (bound %.2e) lse %.2e (bound %.2e)\n",
+           testing::describe(s).c_str(), int(vt), r.max_err, r.naive_err, r.bound, r.lse_err, r.lse_bound);
+    EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << " fp8_vt_global " << int(vt) << ": " << r.failure;
   }
 }
 
@@ -228,7 +229,7 @@ TEST(GpuFp8Specs, ValidOnHost) {
   }
 }
 
-// Causal hdim 128 and 256 (the fp8 dense kinds, no sectioned snake) on the sectioned order as
+// Causal hdim 128 and 256 (the fp8 dense_vt kinds, no sectioned snake) on the sectioned order as
 // a device list (plan.cpp section_list): by the rule (a 4 MB L2 budget: sections of some of
 // the 12 pairs at 3000 keys) and forced with sections of 3 pairs, bottom-right and top-left,
 // GQA, a partial last q-block and key block.
@@ -243,7 +244,7 @@ TEST(GpuFp8SectionList, DenseCausal) {
         Case c = testing::make_case(s);
         c.args.l2_budget_bytes = 4 << 20;
         detail::Overrides ov;
-        ov.fp8_dense = detail::Force::on;  // hdim 128: the dense kind at these sizes too
+        ov.fp8_vt_global = detail::Force::on;  // hdim 128: dense_vt at these sizes too
         if (forced) {
           ov.sections = 3;
           ov.section_list = detail::Force::on;
@@ -297,10 +298,12 @@ TEST(GpuFp8Upcast, BothPathsMatchTheReference) {
 // P of block after block climbs toward 2^(offset + threshold) and every key sits near the top.
 // With offset + threshold above log2(448), P would saturate in e4m3 while the float32 row sum
 // kept growing, and O would be wrong by far more than the oracle allows.
-// Both fp8 kernels (head dims 128 and 256).
+// Every fp8 kernel: head dim 128 on dense_vt and on the dense kind, 256.
 TEST(GpuFp8Range, MaxGrowingJustUnderTheThreshold) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
-  for (const int dim : {128, 256}) {
+  const std::pair<int, detail::Force> kernels[] = {
+      {128, detail::Force::on}, {128, detail::Force::off}, {256, detail::Force::rule}};
+  for (const auto& [dim, vt] : kernels) {
     constexpr int kBlock = 128, kBlocks = 12, kSk = kBlock * kBlocks;
     CaseSpec s = F8(1, 64, kSk, 2, 1, false, 77);
     s.dim_qk = s.dim_v = dim;
@@ -322,10 +325,12 @@ TEST(GpuFp8Range, MaxGrowingJustUnderTheThreshold) {
     qd[0] = float(dqk);
     kd[0] = 1.f;
     // Q K^T has one non-zero term per logit: exact, so no accumulation term.
-    const testing::OracleResult r = run_fp8(s, c, 0.0);
-    printf("fp8 range edge, hdim %d: err %.2e naive %.2e (bound %.2e), P up to 2^%.2f\n", dim, r.max_err,
-           r.naive_err, r.bound, cuda::sm90::kFp8POffset + step_log2);
-    EXPECT_TRUE(r.failure.empty()) << "hdim " << dim << ": " << r.failure;
+    detail::Overrides ov;
+    ov.fp8_vt_global = vt;
+    const testing::OracleResult r = run_fp8(s, c, 0.0, ov);
+    printf("fp8 range edge, hdim %d vt %d: err %.2e naive %.2e (bound %.2e), P up to 2^%.2f\n", dim,
+           int(vt), r.max_err, r.naive_err, r.bound, cuda::sm90::kFp8POffset + step_log2);
+    EXPECT_TRUE(r.failure.empty()) << "hdim " << dim << " vt " << int(vt) << ": " << r.failure;
   }
 }
 

@@ -67,8 +67,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
   // every wgmma (ptxas C7512). Not fp8: two buffers lost there (docs/PERFORMANCE.md).
   constexpr bool kDoubleP =
       !Cfg::kFp8 && !Cfg::kPaged && Cfg::kHeadDim <= 128 && kNS + kNO + 2 * kNP <= Cfg::kTile.consumer_regs - 40;
-  // fp8, the dense kind at hdim 128: S one block ahead (two S buffers).
-  constexpr bool kLookahead = Cfg::kFp8 && !Cfg::kFeat && !Cfg::kRagged && !Cfg::kPaged && Cfg::kHeadDim <= 128;
+  // fp8 dense_vt at hdim 128 (V from global memory: no transposer): S one block ahead (two S
+  // buffers).
+  constexpr bool kLookahead = Cfg::kVtGlobal && Cfg::kHeadDim <= 128;
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // this thread's first row in the tile
   PipeState<Cfg::kStages> ks, vs;

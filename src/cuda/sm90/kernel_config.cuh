@@ -40,7 +40,7 @@ struct KernelConfig {
   // permuted as fp8.cuh's transposer does), one TMA box per 128-key block straight into the
   // ring P V reads; no transposer warps. The in-kernel transposer needs registers the
   // hdim-256 consumers (O 128 + S 64 + P 16) leave no room for: at 24 / 240 it spilled.
-  static constexpr bool kVtGlobal = kFp8 && fp8_vt_global(kKind_, kHeadDimV_);
+  static constexpr bool kVtGlobal = kFp8 && fp8_vt_global(kKind_);
   // Paged producer-team modes (lanes / gather, page_math.h PagedMode) compiled in.
   // Not fp8 (its producer warpgroup's warps 1..3 transpose V; the paged fp8 kernel issues
   // TMA boxes from one thread).
@@ -55,7 +55,7 @@ struct KernelConfig {
   // LaunchArgs::section_list): the dense kind without the sectioned snake (hdim 256, whose
   // 24-register producer has no room for tile_id<true>); every role then reads (b, h, m)
   // from the list like the ragged kinds.
-  static constexpr bool kSectionList = kKind_ == Kernel::dense && !kTile.lpt_sections;
+  static constexpr bool kSectionList = (kKind_ == Kernel::dense || kKind_ == Kernel::dense_vt) && !kTile.lpt_sections;
   // Tile coordinates come from a device list (ragged kinds, kSectionList).
   static constexpr bool kList = kRagged || kSectionList;
   // Zigzag context parallelism (params.h cp_chunk; producer.cuh kv_coord) compiled in.
@@ -83,7 +83,8 @@ struct KernelConfig {
   static_assert(kBlockN % 16 == 0 && kHeadDim % kChunkCols == 0 && kHeadDimV % kChunkCols == 0,
                 "wgmma k16 steps / 128B chunks");
   static_assert(!kFp8 || (kBlockN % 128 == 0 && !kPagedTeam), "fp8: Vt rows of 128 keys; paged K/V by TMA boxes");
-  static_assert(!kVtGlobal || (kKind_ == Kernel::dense && kBlockN == 128), "fp8 Vt from global memory: the dense kind, one box per block");
+  static_assert(!kVtGlobal || kBlockN == 128, "fp8 Vt from global memory: one box per block");
+  static_assert(kKind_ != Kernel::dense_vt || kFp8, "dense_vt: fp8 alone");
   static_assert(!kFp8 || kHeadDimV <= 128 || kVtGlobal, "fp8 above 128: no room for the transposer");
   // launch_impl.cuh's one scratch pointer holds either the section list or the ragged list and
   // the counter; the section list also turns the snake (p.lpt) off after want_dynamic is decided.

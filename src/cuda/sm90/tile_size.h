@@ -92,6 +92,7 @@ constexpr bool paged_team_ok(const TileConfig& t) { return t.producer_regs >= 56
 // once per (dtype, head dims) (fp8: the feature kind runs on the ragged one).
 enum class Kernel : int {
   dense,          // plain attention, causal or not
+  dense_vt,       // fp8 only: dense on V transposed in global memory first (fp8_vt.h, kVtGlobal)
   feature,        // + sinks, softcap, windows, chunks (run-time predicates), dense layout
   ragged,         // feature + per-sequence starts and lengths (cu_seqlens, seqused_k)
   paged,          // ragged + paged K/V (the producer resolves pages)
@@ -108,7 +109,7 @@ constexpr bool kernel_packed(Kernel k) { return k == Kernel::ragged_packed || k 
 // nor fp8 above head dim 128 (the host upcasts or refuses those: forward_sm90.cpp).
 constexpr bool cp_compiled(Kernel k, const TileConfig& t, bool fp8, int head_dim_v) {
   if (fp8 && head_dim_v > 128) return false;
-  return k == Kernel::dense || (k == Kernel::feature && t.producer_regs >= 32);
+  return k == Kernel::dense || k == Kernel::dense_vt || (k == Kernel::feature && t.producer_regs >= 32);
 }
 
 // Dynamic tile assignment (scheduler.cuh DynamicTiles, used when FwdParams::tile_counter is
@@ -123,7 +124,8 @@ constexpr bool dynamic_compiled(Kernel k, const TileConfig& t, int head_dim, boo
 
 constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
   switch (k) {
-    case Kernel::dense: return dense_tile(head_dim);
+    case Kernel::dense:
+    case Kernel::dense_vt: return dense_tile(head_dim);  // (dense_vt: fp8 alone, fp8_tile)
     case Kernel::feature: return feature_tile(head_dim);
     case Kernel::ragged:
     case Kernel::ragged_packed: return ragged_tile(head_dim, head_dim_v);
@@ -133,32 +135,32 @@ constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
 
 // The fp8 (e4m3) kernels' tile: 128 x 128 (Vt rows are 128 keys: one 128-byte swizzle row,
 // fp8.cuh).
-// The kinds with the in-kernel V transposer (hdim 128 but the dense kind): three K / V / Vt
+// The kinds with the in-kernel V transposer (every kind but dense_vt, hdim 128): three K / V / Vt
 // stages, the transpose between V's arrival and its P V. Shared memory: 2 Q + 3 x (K + V + Vt)
 // of 16 KB = 176 KB. Registers: S 64 + P 16 + O 64 per consumer thread, so the split favours
 // the producer warpgroup, whose warps 1..3 transpose V (fp8.cuh; two steps in flight spilled
 // at 40): 56 / 224.
-// The dense kinds (V pre-transposed in global memory, kernel_config.cuh kVtGlobal): no
+// dense_vt (V pre-transposed in global memory, kernel_config.cuh kVtGlobal): no
 // transposer warps, so 24 / 240 and the global schedule (the 24-register producer has no room
 // for the sectioned snake). hdim 128: three K / Vt stages (2 Q + 3 x (K + Vt) of 16 KB = 128
 // KB) and S one block ahead (consumer.cuh kLookahead: S 2 x 64 + P 16 + O 64). hdim 256: as
 // the 16-bit hdim-256 tile (S 64 + P 16 + O 128), 32 KB Q + 2 x (K + Vt) of 32 KB = 160 KB.
 constexpr TileConfig fp8_tile(Kernel k, int head_dim, int) {
-  if (k == Kernel::dense && head_dim == 128) return TileConfig{128, 128, 3, 2, 24, 240, 2, false};
-  return head_dim <= 128 ? TileConfig{128, 128, 3, 2, 56, 224, 2} : TileConfig{128, 128, 2, 2, 24, 240, 1, false};
+  if (k != Kernel::dense_vt) return TileConfig{128, 128, 3, 2, 56, 224, 2};
+  return head_dim <= 128 ? TileConfig{128, 128, 3, 2, 24, 240, 2, false} : TileConfig{128, 128, 2, 2, 24, 240, 1, false};
 }
 
 // fp8 kernels whose V comes transposed from global memory (kernel_config.cuh kVtGlobal,
-// fp8_vt.h) instead of the in-kernel transposer: the dense kinds (hdim 256: its only one).
-constexpr bool fp8_vt_global(Kernel k, int head_dim_v) { return k == Kernel::dense && head_dim_v >= 128; }
+// fp8_vt.h) instead of the in-kernel transposer: dense_vt (hdim 256: the only fp8 kind).
+constexpr bool fp8_vt_global(Kernel k) { return k == Kernel::dense_vt; }
 
-// fp8 plain attention at head dim 128 (plan.cpp): the dense kind where each K/V head serves at
-// least this many query rows (seq_q x the GQA group), else the ragged kind. The dense kind's
-// pre-pass reads and writes V once, a cost that scales with the keys while the attention
-// scales with the keys x those rows (docs/PERFORMANCE.md, "fp8 hdim 128: Q.K^T one block
-// ahead").
-constexpr int64_t kFp8DenseMinRows = 4096;
-constexpr bool fp8_dense_worth(int64_t q_rows_per_kv_head) { return q_rows_per_kv_head >= kFp8DenseMinRows; }
+// fp8 plain attention at head dim 128 (plan.cpp): dense_vt where a query row sees at least this
+// many keys on average (a causal row about half of them), else the dense kind. dense_vt runs
+// its key blocks faster but pays a pre-pass over V and more per tile (its prologue issues two
+// Q K^T), which short rows do not earn back (docs/PERFORMANCE.md, "fp8 hdim 128: Q.K^T one
+// block ahead").
+constexpr int64_t kFp8VtMinKeys = 4096;
+constexpr bool fp8_vt_worth(int64_t mean_visible_keys) { return mean_visible_keys >= kFp8VtMinKeys; }
 
 // The compiled head dims (launch_<dtype>_hdim<d>.cu) that serve q / k dim d and v dim dv: the
 // cheapest (qk + v) with qk >= d and v >= dv. Narrower dims run there on column-addressed
