@@ -202,8 +202,8 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
 }
 
 // fp8 calls no fp8 kernel serves run on the f16 kernels (fp8_upcast_forward): head dims the
-// fp8 kernels lack, and at 256 / 256 (there the dense kind alone, V pre-transposed: fp8_vt.h)
-// whatever the dense kind does not run: ragged or paged K/V and q, seqused, sinks, softcap,
+// fp8 kernels lack, and at 256 / 256 (there the dense_vt kind alone, V pre-transposed:
+// fp8_vt.h) whatever that kind does not run: ragged or paged K/V and q, seqused, sinks, softcap,
 // windows, chunks (and a transpose grid beyond CUDA's limits). Elsewhere Overrides::fp8_upcast
 // decides, or the rule (fp8_upcast_rule.h: small head dims with enough queries and keys).
 bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {
@@ -221,7 +221,7 @@ bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {
   return cuda::fp8_upcast_faster(p);
 }
 
-// fp8 at 256 / 256: V transposed into stream-ordered scratch (fp8_vt.h) and the kernel's V map
+// fp8 dense_vt: V transposed into stream-ordered scratch (fp8_vt.h) and the kernel's V map
 // over it (column-addressed: a 128-key box of all 256 rows). release() after the launch.
 struct Fp8Vt {
   uint8_t* vt = nullptr;

@@ -1,4 +1,4 @@
-// V -> Vt for the fp8 hdim-256 kernel (fp8_vt.h).
+// V -> Vt for the fp8 dense_vt kernels (fp8_vt.h).
 #include "cuda/fp8_vt.h"
 
 namespace longattn::cuda {
@@ -26,9 +26,9 @@ __device__ __forceinline__ void transpose4x4(uint32_t a, uint32_t b, uint32_t c,
 // rows x 16 bytes. The warp's shared-memory reads (8 rows 16 apart, one 16-byte segment of 4
 // q) would then fall on one bank group unless the rows' segments are swizzled: segment s of
 // row r sits at s ^ (r / 16 % 8) in rows of 256 bytes, which puts the 8 rows on 8 distinct
-// 4-bank groups. At dim 256 (the fp8 hdim-256 kernel, this transpose's one user) the loads'
-// shared-memory stores are conflict-free too; narrower dims leave segments unused and their
-// stores would conflict 2-8 ways (correct, slower).
+// 4-bank groups. At dim 256 the loads' shared-memory stores are conflict-free too; narrower
+// dims (128, the other dense_vt kernel) leave segments unused and their stores conflict 2-8
+// ways (correct, slower).
 constexpr int kRowBytes = 256;
 __device__ __forceinline__ int32_t swz(int32_t r, int32_t s) { return r * kRowBytes + ((s ^ ((r >> 4) & 7)) << 4); }
 

@@ -1,5 +1,6 @@
-// fp8 (e4m3) at head dims 256 / 256: V transposed in global memory before the forward (the
-// kernel's P V needs V K-major, i.e. keys contiguous; sm90/kernel_config.cuh kVtGlobal).
+// fp8 (e4m3) on the dense_vt kernels (256 / 256, and 128 where rows see many keys: tile_size.h
+// fp8_vt_worth): V transposed in global memory before the forward (the kernel's P V needs V
+// K-major, i.e. keys contiguous; sm90/kernel_config.cuh kVtGlobal).
 //
 // Vt is (batch, heads_kv, dim, keys_pad) contiguous, keys_pad = seq_k rounded up to 16 (TMA
 // wants 16-byte row strides). Within each group of 16 keys, column c = 4 t + i holds key

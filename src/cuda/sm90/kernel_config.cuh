@@ -36,10 +36,11 @@ struct KernelConfig {
   static constexpr int kElemBytes = kFp8 ? 1 : 2;
   static constexpr int kChunkCols = 128 / kElemBytes;  // elements per chunk
   static constexpr int kChunks = kHeadDim / kChunkCols, kChunksV = kHeadDimV / kChunkCols;
-  // fp8 above head dim 128: V comes pre-transposed from global memory (fp8_vt.h: Vt, keys
-  // permuted as fp8.cuh's transposer does), one TMA box per 128-key block straight into the
-  // ring P V reads; no transposer warps. The in-kernel transposer needs registers the
-  // hdim-256 consumers (O 128 + S 64 + P 16) leave no room for: at 24 / 240 it spilled.
+  // fp8 dense_vt: V comes pre-transposed from global memory (fp8_vt.h: Vt, keys permuted as
+  // fp8.cuh's transposer does), one TMA box per 128-key block straight into the ring P V
+  // reads; no transposer warps. The in-kernel transposer needs registers the hdim-256
+  // consumers (O 128 + S 64 + P 16) and the hdim-128 lookahead's (two S) leave no room for:
+  // at 24 / 240 (256) and at 40 / 232 or 56 / 224 (128) it spilled.
   static constexpr bool kVtGlobal = kFp8 && fp8_vt_global(kKind_);
   // Paged producer-team modes (lanes / gather, page_math.h PagedMode) compiled in.
   // Not fp8 (its producer warpgroup's warps 1..3 transpose V; the paged fp8 kernel issues
@@ -52,8 +53,9 @@ struct KernelConfig {
   // bytes); the host refuses paged K/V with dims narrower than 256 there.
   static constexpr bool kColMaps = kFeat && !(kPaged && kTile.producer_regs < 32);
   // The sectioned causal order as a device list (tile_list.cuh tile_list_sections_kernel;
-  // LaunchArgs::section_list): the dense kind without the sectioned snake (hdim 256, whose
-  // 24-register producer has no room for tile_id<true>); every role then reads (b, h, m)
+  // LaunchArgs::section_list): the dense kinds without the sectioned snake (hdim 256 and fp8
+  // dense_vt, whose 24-register producer has no room for tile_id<true>: at 24 / 240 it spilled
+  // 28 bytes in fp8 dense_vt at 128); every role then reads (b, h, m)
   // from the list like the ragged kinds.
   static constexpr bool kSectionList = (kKind_ == Kernel::dense || kKind_ == Kernel::dense_vt) && !kTile.lpt_sections;
   // Tile coordinates come from a device list (ragged kinds, kSectionList).
