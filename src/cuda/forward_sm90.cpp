@@ -222,7 +222,7 @@ bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {
 }
 
 // fp8 dense_vt: V transposed into stream-ordered scratch (fp8_vt.h) and the kernel's V map
-// over it (column-addressed: a 128-key box of all 256 rows). release() after the launch.
+// over it (column-addressed: a 128-key box of all the head dim's rows). release() after the launch.
 struct Fp8Vt {
   uint8_t* vt = nullptr;
   Status prepare(const Args& a, cudaStream_t stream, LaunchArgs* la) {
@@ -230,6 +230,7 @@ struct Fp8Vt {
     const int64_t keys_pad = cuda::vt_keys_pad(seq_k);
     if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&vt), size_t(batch * hk * dim * keys_pad), stream);
         e != cudaSuccess) {
+      cudaGetLastError();  // an allocation failure is not sticky: later checks must not see it
       vt = nullptr;
       return cuda_error("fp8 Vt scratch", e);
     }

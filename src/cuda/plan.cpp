@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cuda/fp8_vt.h"
 #include "cuda/sm90/fp8_scale.h"
 #include "cuda/sm90/pack_gqa.h"
 #include "cuda/sm90/page_math.h"
@@ -18,6 +19,22 @@ using detail::KvLayout;
 using sm90::Kernel;
 
 bool decide(Force f, bool rule) { return f == Force::rule ? rule : f == Force::on; }
+
+// The keys a query row sees on average, over the rows that see any (causal: either alignment,
+// seq_q and seq_k of the longest sequences; context parallelism: a rank's two zigzag chunks of
+// c rows see W c keys together on average).
+int64_t mean_visible_keys(const detail::Problem& p) {
+  const int64_t sq = p.max_seq_q, sk = p.max_seq_k;
+  if (!p.mask.causal || sq <= 0 || sk <= 0) return sk;
+  if (p.cp_chunk > 0) return p.cp_world * p.cp_chunk;
+  // Row i sees min(sk, i + 1 + off) keys (none below 1): a ramp over rows [first, ramp_end),
+  // then sk each.
+  const int64_t off = p.mask.offset(sq, sk);
+  const int64_t first = std::max<int64_t>(0, -off);
+  const int64_t ramp_end = std::clamp<int64_t>(sk - off, first, sq);
+  const double ramp = double(ramp_end - first) * double(first + 1 + off + ramp_end + off) / 2;
+  return first < sq ? int64_t((ramp + double(sq - ramp_end) * double(sk)) / double(sq - first)) : 0;
+}
 
 // Split-KV of a dense batch-1 call whose tiles fill too few SMs (schedule_rule.h kv_splits).
 int64_t plan_splits(const detail::Problem& p, const detail::Overrides& ov, const sm90::TileConfig& t,
@@ -65,7 +82,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // Packed GQA (pack_gqa.h): the ragged (paged) kernel with tiles of the g query heads of one
   // kv head, decided against the unpacked call's split-KV (dense batch-1 calls only).
   const int pack_block_m = sm90::ragged_tile(d).block_m;
-  // (Not fp8 above 128: the dense kind is its only kernel there.)
+  // (Not fp8 above 128: dense_vt is its only kernel there.)
   // Zigzag context parallelism (Args::cp_world): the dense and feature kinds only.
   const bool cp = p.cp_chunk > 0;
   const int pack_shift = cp || split_dims || !feat_fits || (p.fp8 && d > 128) ? 0 : sm90::pack_gqa_shift(p.group, pack_block_m);
@@ -94,10 +111,12 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
                          : Kernel::dense;
   // fp8 plain attention: dense_vt (V transposed in global memory by a pre-pass, Q K^T one
   // block ahead) above head dim 128 (its only fp8 kind) and at 128 where rows see many keys.
+  // (At 128 the transpose's grid must fit CUDA's limits, fp8_vt.h; above 128 the call took the
+  // upcast where it does not: forward_sm90.cpp fp8_upcast_needed.)
   if (p.fp8 && pl.kernel == Kernel::dense) {
-    const int64_t sq = p.max_seq_q, sk = p.max_seq_k;
-    const int64_t visible = causal ? std::max<int64_t>(0, sk - std::min(sq, sk) / 2) : sk;
-    if (d > 128 || decide(ov.fp8_vt_global, sm90::fp8_vt_worth(visible))) pl.kernel = Kernel::dense_vt;
+    const bool fits = cuda::fp8_vt_fits(a.v.shape[0], a.v.shape[1], a.v.shape[2]);
+    if (d > 128 || (fits && decide(ov.fp8_vt_global, sm90::fp8_vt_worth(mean_visible_keys(p)))))
+      pl.kernel = Kernel::dense_vt;
   }
   pl.tile = p.fp8 ? sm90::fp8_tile(pl.kernel, d, dv) : sm90::kernel_tile(pl.kernel, d, dv);
   const sm90::TileConfig& tc = pl.tile;

@@ -564,10 +564,11 @@ TEST(GpuPlanRule, Hdim256CausalTileOrder) {
 }
 
 // plan.cpp's kind for fp8 plain attention, on the host: at head dim 128 dense_vt (V transposed
-// in global memory) where a row sees at least kFp8VtMinKeys keys on average (a causal row about
-// half of them: bottom-right, seq_k - seq_q / 2), the dense kind below; Overrides::fp8_vt_global
-// forces either; context parallelism follows the same rule; a window (a feature) takes the
-// ragged kind; head dim 256 dense_vt whatever the length.
+// in global memory) where a row sees at least kFp8VtMinKeys keys on average over the rows that
+// see any (causal: bottom-right seq_k - seq_q / 2 for seq_q <= seq_k, top-left about seq_q / 2;
+// context parallelism W c), the dense kind below; Overrides::fp8_vt_global forces either; a
+// window (a feature) takes the ragged kind; head dim 256 dense_vt whatever the length; the
+// transpose's grid beyond CUDA's limits keeps the dense kind.
 TEST(GpuPlanRule, Fp8DenseVtFromManyKeys) {
   using cuda::sm90::Kernel;
   struct C {
@@ -578,6 +579,8 @@ TEST(GpuPlanRule, Fp8DenseVtFromManyKeys) {
     int cp_world = 0;
     int64_t window = -1;
     int64_t dim = 128;
+    int64_t seq_k = 0;  // 0: seq
+    bool top_left = false;
   };
   const int64_t r = cuda::sm90::kFp8VtMinKeys;
   const detail::Force rule = detail::Force::rule;
@@ -591,29 +594,39 @@ TEST(GpuPlanRule, Fp8DenseVtFromManyKeys) {
       {8, r / 2, 32, 8, true, rule, Kernel::dense},  // GQA: the same rule
       {2, r / 4, 16, 16, false, detail::Force::on, Kernel::dense_vt},
       {1, 4 * r, 16, 16, true, detail::Force::off, Kernel::dense},
-      {1, 2560, 16, 16, true, detail::Force::on, Kernel::dense_vt, 2},  // context parallelism (c = 640)
-      {1, 2560, 16, 16, true, rule, Kernel::dense, 2},
+      {1, 2560, 16, 16, true, detail::Force::on, Kernel::dense_vt, 2},  // context parallelism (c = 1280)
+      {1, 2560, 16, 16, true, rule, Kernel::dense, 2},                   // W c = 2560 keys per row
+      {1, 2560, 16, 16, true, rule, Kernel::dense_vt, 4},                // W c = 5120
+      {1, 2560, 16, 16, false, rule, Kernel::dense_vt, 2},               // full: 2 W c
+      {4, 1024, 16, 16, true, rule, Kernel::dense_vt, 0, -1, 128, 4 * r},  // a KV prefix: 4r - 512
+      {4, 1024, 16, 16, true, rule, Kernel::dense, 0, -1, 128, 4 * r, true},  // top-left: about 512
+      {4, 4 * r, 16, 16, true, rule, Kernel::dense, 0, -1, 128, 2 * r - 64},  // rows past the keys: r - 32
+      {4, 4 * r, 16, 16, true, rule, Kernel::dense_vt, 0, -1, 128, 2 * r, true},  // top-left: above r
       {1, 4 * r, 16, 16, true, rule, Kernel::ragged, 0, 512},
       {8, 1024, 16, 16, true, rule, Kernel::dense_vt, 0, -1, 256},
+      {1, 2 * r, 65536, 65536, false, detail::Force::on, Kernel::dense},  // the transpose's grid: 65535 heads
   };
   const Device gpu{DeviceKind::cuda, 0};
   for (const C& c : cases) {
     const int64_t world = c.cp_world > 0 ? c.cp_world : 1;
     Args a;
     a.q = make_tensor(fake(0), DType::e4m3, {c.batch, c.seq, c.heads_q, c.dim}, gpu);
-    a.k = make_tensor(fake(1), DType::e4m3, {world * c.batch, c.seq, c.heads_kv, c.dim}, gpu);
-    a.v = make_tensor(fake(2), DType::e4m3, {world * c.batch, c.seq, c.heads_kv, c.dim}, gpu);
+    const int64_t sk = c.seq_k > 0 ? c.seq_k : c.seq;
+    a.k = make_tensor(fake(1), DType::e4m3, {world * c.batch, sk, c.heads_kv, c.dim}, gpu);
+    a.v = make_tensor(fake(2), DType::e4m3, {world * c.batch, sk, c.heads_kv, c.dim}, gpu);
     a.out = make_tensor(fake(3), DType::bf16, {c.batch, c.seq, c.heads_q, c.dim}, gpu);
     a.q_descale = make_tensor(fake(4), DType::f32, {c.batch, c.heads_kv}, gpu);
     a.k_descale = make_tensor(fake(5), DType::f32, {c.batch, c.heads_kv}, gpu);
     a.v_descale = make_tensor(fake(6), DType::f32, {c.batch, c.heads_kv}, gpu);
     a.mask.causal = c.causal;
     a.mask.window_left = c.window;
+    if (c.top_left) a.mask.align = CausalAlign::top_left;
     if (c.cp_world > 0) {
       a.cp_world = c.cp_world;
       a.cp_rank = 1;
     }
-    const std::string what = "b" + std::to_string(c.batch) + " s" + std::to_string(c.seq) + " h" +
+    const std::string what = "b" + std::to_string(c.batch) + " s" + std::to_string(c.seq) + "/" + std::to_string(sk) +
+                             (c.top_left ? " top-left" : "") + " h" +
                              std::to_string(c.heads_q) + "/" + std::to_string(c.heads_kv) + " d" +
                              std::to_string(c.dim) + (c.causal ? " causal" : "") + " force " +
                              std::to_string(int(c.force)) + " cp " + std::to_string(c.cp_world) + " window " +

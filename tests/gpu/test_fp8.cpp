@@ -91,6 +91,8 @@ std::vector<CaseSpec> fp8_cases() {
   v.push_back(s);
   s = F8(1, 3000, 20000, 2, 1, false, 32);  // batch 1, few tiles: split-KV
   v.push_back(s);
+  v.push_back(F8(1, 300, 6000, 4, 2, true, 35));  // split-KV, causal (splits the diagonal's too)
+  v.push_back(F8(2, 700, 400, 4, 2, true, 36));   // bottom-right, seq_q > seq_k: tiles with no key
   s = F8(3, 300, 500, 4, 2, true, 33);  // seqused_q (dense q: rows past it keep their poison)
   s.used_q = {300, 0, 129};
   v.push_back(s);

@@ -2,7 +2,8 @@
 // online softmax in registers, O += P V (wgmma RS, P never leaves registers). Inside a
 // consumer, S[j-1] is issued before P[j] V[j] and the softmax of S[j-1] runs while P[j] V[j]
 // is in flight (FlashAttention-3 intra-warpgroup overlap); between the two consumer
-// warpgroups, GEMM turns alternate (ping-pong).
+// warpgroups, GEMM turns alternate (ping-pong). fp8 dense_vt at hdim 128 (kLookahead) runs
+// S one block further ahead: S[j-1] is in flight while the softmax of S[j] runs.
 #pragma once
 
 #include <cuda_bf16.h>
