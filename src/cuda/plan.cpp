@@ -177,7 +177,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // tile costs are flat or a sawtooth, not the causal ramp, so moving the partial tile gains
   // nothing or moves the tiles across chunk edges (docs/PERFORMANCE.md, "Windows and chunks:
   // the dynamic counter, the anchor").
-  const bool anchor_kind = pl.kernel == Kernel::dense || pl.kernel == Kernel::dense_vt || (pl.kernel == Kernel::feature && !windowed);
+  const bool anchor_kind = sm90::kernel_dense(pl.kernel) || (pl.kernel == Kernel::feature && !windowed);
   if (anchor_kind && causal && !cp && pl.kv_splits == 1 && tc.block_m % 128 != 0 && p.max_seq_q % tc.block_m != 0)
     pl.q_shift = tc.block_m - p.max_seq_q % tc.block_m;
 
@@ -252,8 +252,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // than the ragged kind's sequence-major list (docs/PERFORMANCE.md, "The section list's
   // sections from rotating first CTAs"). Context parallelism keeps the snake (its tiles' costs
   // are not the causal ramp the list's LPT order assumes).
-  pl.section_list = causal && (pl.kernel == Kernel::dense || pl.kernel == Kernel::dense_vt) && !tc.lpt_sections && !cp &&
-                    decide(ov.section_list, true);
+  pl.section_list = causal && sm90::kernel_dense(pl.kernel) && !tc.lpt_sections && !cp && decide(ov.section_list, true);
   pl.section_rotate = int8_t(ov.section_rotate);  // the rule needs the grid: the launch applies it
   *out = pl;
   return Status::Ok();

@@ -57,7 +57,7 @@ struct KernelConfig {
   // dense_vt, whose 24-register producer has no room for tile_id<true>: at 24 / 240 it spilled
   // 28 bytes in fp8 dense_vt at 128); every role then reads (b, h, m)
   // from the list like the ragged kinds.
-  static constexpr bool kSectionList = (kKind_ == Kernel::dense || kKind_ == Kernel::dense_vt) && !kTile.lpt_sections;
+  static constexpr bool kSectionList = kernel_dense(kKind_) && !kTile.lpt_sections;
   // Tile coordinates come from a device list (ragged kinds, kSectionList).
   static constexpr bool kList = kRagged || kSectionList;
   // Zigzag context parallelism (params.h cp_chunk; producer.cuh kv_coord) compiled in.

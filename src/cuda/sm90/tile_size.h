@@ -103,13 +103,14 @@ constexpr bool kernel_features(Kernel k) { return int(k) >= int(Kernel::feature)
 constexpr bool kernel_ragged(Kernel k) { return int(k) >= int(Kernel::ragged); }
 constexpr bool kernel_paged(Kernel k) { return k == Kernel::paged || k == Kernel::paged_packed; }
 constexpr bool kernel_packed(Kernel k) { return k == Kernel::ragged_packed || k == Kernel::paged_packed; }
+constexpr bool kernel_dense(Kernel k) { return k == Kernel::dense || k == Kernel::dense_vt; }  // plain attention
 
 // Zigzag context parallelism (params.h cp_chunk) compiled in: the dense and feature kinds,
 // not the 24-register hdim-256 feature producer (its K/V coordinates spilled 16 bytes there),
 // nor fp8 above head dim 128 (the host upcasts or refuses those: forward_sm90.cpp).
 constexpr bool cp_compiled(Kernel k, const TileConfig& t, bool fp8, int head_dim_v) {
   if (fp8 && head_dim_v > 128) return false;
-  return k == Kernel::dense || k == Kernel::dense_vt || (k == Kernel::feature && t.producer_regs >= 32);
+  return kernel_dense(k) || (k == Kernel::feature && t.producer_regs >= 32);
 }
 
 // Dynamic tile assignment (scheduler.cuh DynamicTiles, used when FwdParams::tile_counter is
@@ -157,7 +158,7 @@ constexpr bool fp8_vt_global(Kernel k) { return k == Kernel::dense_vt; }
 // fp8 plain attention at head dim 128 (plan.cpp): dense_vt where a query row sees at least this
 // many keys on average (a causal row about half of them), else the dense kind. dense_vt runs
 // its key blocks faster but pays a pre-pass over V and more per tile (its prologue issues two
-// Q K^T), which short rows do not earn back (docs/PERFORMANCE.md, "fp8 hdim 128: Q.K^T one
+// Q K^T), which short rows do not earn back (docs/PERFORMANCE.md, "FP8 hdim 128: Q.K^T one
 // block ahead").
 constexpr int64_t kFp8VtMinKeys = 4096;
 constexpr bool fp8_vt_worth(int64_t mean_visible_keys) { return mean_visible_keys >= kFp8VtMinKeys; }
