@@ -3,7 +3,7 @@
 // consumer, S[j-1] is issued before P[j] V[j] and the softmax of S[j-1] runs while P[j] V[j]
 // is in flight (FlashAttention-3 intra-warpgroup overlap); between the two consumer
 // warpgroups, GEMM turns alternate (ping-pong). fp8 dense_vt at hdim 128 (kLookahead) runs
-// S one block further ahead: S[j-1] is in flight while the softmax of S[j] runs.
+// S one block further ahead, S[j-1] in flight while the softmax of S[j] runs, and no turns.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -29,14 +29,22 @@
 
 namespace longattn::cuda::sm90 {
 
+// fp8 dense_vt at hdim 128 (V from global memory: no transposer): S one block ahead (two S
+// buffers) and no GEMM turns.
+template <class Cfg>
+inline constexpr bool kLookahead = Cfg::kVtGlobal && Cfg::kHeadDim <= 128;
+
 // Ping-pong between consumer warpgroups: a warpgroup issues its GEMMs only in its turn
 // (named barrier 1 + wg) and then passes the turn on, so one warpgroup's softmax runs while
 // the other's GEMMs occupy the tensor cores. Every warpgroup runs the same number of GEMM
-// rounds (all work on the same tile), which keeps the turns aligned.
+// rounds (all work on the same tile), which keeps the turns aligned. Off with the lookahead:
+// each warpgroup then keeps two GEMMs in flight under its own softmax, and both warpgroups'
+// exp2 passes may run together (two warps per SM sub-partition fill the MUFU, which one warp
+// alone does not: docs/PERFORMANCE.md, the exp2 probe).
 template <class Cfg>
 struct PingPong {
   int wg;
-  static constexpr bool kOn = Cfg::kWGs > 1;
+  static constexpr bool kOn = Cfg::kWGs > 1 && !kLookahead<Cfg>;
   __device__ void init() const {
     if (kOn && wg == Cfg::kWGs - 1) ptx::named_arrive(1, 256);  // warpgroup 0 starts
   }
@@ -68,9 +76,6 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
   // every wgmma (ptxas C7512). Not fp8: two buffers lost there (docs/PERFORMANCE.md).
   constexpr bool kDoubleP =
       !Cfg::kFp8 && !Cfg::kPaged && Cfg::kHeadDim <= 128 && kNS + kNO + 2 * kNP <= Cfg::kTile.consumer_regs - 40;
-  // fp8 dense_vt at hdim 128 (V from global memory: no transposer): S one block ahead (two S
-  // buffers).
-  constexpr bool kLookahead = Cfg::kVtGlobal && Cfg::kHeadDim <= 128;
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // this thread's first row in the tile
   PipeState<Cfg::kStages> ks, vs;
@@ -237,9 +242,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
     uint64_t* q_empty = sm.q_empty(qs.stage);
     ptx::mbar_wait(sm.q_full(qs.stage), qs.phase);
     qs.advance();
-    if constexpr (kLookahead) {
-      // Q K^T one block ahead (two S buffers): a step issues P.V and the next block's Q K^T in
-      // its turn and runs this block's softmax under both. Every path keeps the same wgmma
+    if constexpr (kLookahead<Cfg>) {
+      // Q K^T one block ahead (two S buffers): a step issues P.V and the next block's Q K^T
+      // (turn calls are no-ops here: PingPong) and runs this block's softmax under both. Every path keeps the same wgmma
       // groups in flight at each point, and none from one step into the next: where that
       // differed (a runtime-conditional second Q K^T), ptxas serialized every wgmma (C7514).
       float sa[kNS], sb[kNS];

@@ -144,8 +144,8 @@ constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
 // dense_vt (V pre-transposed in global memory, kernel_config.cuh kVtGlobal): no
 // transposer warps, so 24 / 240 and the global schedule (the 24-register producer has no room
 // for the sectioned snake). hdim 128: three K / Vt stages (2 Q + 3 x (K + Vt) of 16 KB = 128
-// KB) and S one block ahead (consumer.cuh kLookahead: S 2 x 64 + P 16 + O 64). hdim 256: as
-// the 16-bit hdim-256 tile (S 64 + P 16 + O 128), 32 KB Q + 2 x (K + Vt) of 32 KB = 160 KB.
+// KB), S one block ahead and no GEMM turns (consumer.cuh kLookahead: S 2 x 64 + P 16 + O 64).
+// hdim 256: as the 16-bit hdim-256 tile (S 64 + P 16 + O 128), 32 KB Q + 2 x (K + Vt) of 32 KB = 160 KB.
 constexpr TileConfig fp8_tile(Kernel k, int head_dim, int) {
   if (k != Kernel::dense_vt) return TileConfig{128, 128, 3, 2, 56, 224, 2};
   return head_dim <= 128 ? TileConfig{128, 128, 3, 2, 24, 240, 2, false} : TileConfig{128, 128, 2, 2, 24, 240, 1, false};
