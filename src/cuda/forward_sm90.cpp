@@ -222,25 +222,40 @@ bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {
 }
 
 // fp8 dense_vt: V transposed into stream-ordered scratch (fp8_vt.h) and the kernel's V map
-// over it (column-addressed: a 128-key box of all the head dim's rows). release() after the launch.
+// over it (column-addressed: a 128-key box of all the head dim's rows). alloc() right after the
+// plan (cuda_forward falls back to the dense kind where it fails), prepare() before the launch,
+// release() after it; the destructor frees the scratch on the paths that return early.
 struct Fp8Vt {
   uint8_t* vt = nullptr;
-  Status prepare(const Args& a, cudaStream_t stream, LaunchArgs* la) {
+  cudaStream_t stream = nullptr;
+  Fp8Vt() = default;
+  Fp8Vt(const Fp8Vt&) = delete;
+  Fp8Vt& operator=(const Fp8Vt&) = delete;
+  ~Fp8Vt() { release(); }
+  cudaError_t alloc(const Args& a, cudaStream_t s) {
+    stream = s;
     const int64_t batch = a.v.shape[0], seq_k = a.v.shape[1], hk = a.v.shape[2], dim = a.v.shape[3];
-    const int64_t keys_pad = cuda::vt_keys_pad(seq_k);
-    if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&vt), size_t(batch * hk * dim * keys_pad), stream);
-        e != cudaSuccess) {
+    const cudaError_t e =
+        cudaMallocAsync(reinterpret_cast<void**>(&vt), size_t(batch * hk * dim * cuda::vt_keys_pad(seq_k)), stream);
+    if (e != cudaSuccess) {
       cudaGetLastError();  // an allocation failure is not sticky: later checks must not see it
       vt = nullptr;
-      return cuda_error("fp8 Vt scratch", e);
     }
+    return e;
+  }
+  Status prepare(const Args& a, LaunchArgs* la) const {
+    const int64_t batch = a.v.shape[0], seq_k = a.v.shape[1], hk = a.v.shape[2], dim = a.v.shape[3];
     if (cudaError_t e = cuda::launch_transpose_v_e4m3(a.v, vt, stream); e != cudaSuccess)
       return cuda_error("fp8 V transpose", e);
-    if (const std::string err = cuda::encode_vt_map(vt, batch, hk, dim, keys_pad, la); !err.empty())
+    if (const std::string err = cuda::encode_vt_map(vt, batch, hk, dim, cuda::vt_keys_pad(seq_k), la); !err.empty())
       return Status::Error("CUDA backend: " + err);
     return Status::Ok();
   }
-  cudaError_t release(cudaStream_t stream) { return vt ? cudaFreeAsync(vt, stream) : cudaSuccess; }
+  cudaError_t release() {
+    uint8_t* v = vt;
+    vt = nullptr;
+    return v ? cudaFreeAsync(v, stream) : cudaSuccess;
+  }
 };
 
 // Paged K/V whose head dims run on the hdim-256 kernel without being 256 / 256: its paged kind
@@ -351,7 +366,12 @@ struct SplitScratch {
     splits = s;
     rows = p.max_seq_q * p.heads_q;
     const size_t bytes = size_t(splits * rows * (p.dim_v + 1)) * sizeof(float);
-    return cudaMallocAsync(reinterpret_cast<void**>(&part), bytes, stream);
+    const cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&part), bytes, stream);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // not sticky: later checks must not see it
+      part = nullptr;
+    }
+    return e;
   }
   // Point the kernel's outputs at the partials (batch 1: the batch index is the split).
   void redirect(const Problem& p, cuda::sm90::FwdParams* fp) const {
@@ -447,6 +467,18 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   const int sms = cuda::usable_sms(guard.num_sms(), a.sm_margin);
   cuda::ForwardPlan plan;
   LONGATTN_TRY(cuda::plan_forward(a, p, ov, sms, l2, &plan));
+  // fp8 dense_vt's V-sized scratch first: where it cannot be allocated at head dim 128, the
+  // dense kind (the in-kernel transposer, no scratch) serves the call, unless the caller forced
+  // dense_vt; above 128 dense_vt is the only fp8 kind.
+  Fp8Vt vt;
+  if (p.fp8 && cuda::sm90::fp8_vt_global(plan.kernel)) {
+    if (const cudaError_t e = vt.alloc(a, stream); e != cudaSuccess) {
+      if (p.dim_qk > 128 || ov.fp8_vt_global == Force::on) return cuda_error("fp8 Vt scratch", e);
+      Overrides dense_ov = ov;
+      dense_ov.fp8_vt_global = Force::off;
+      LONGATTN_TRY(cuda::plan_forward(a, p, dense_ov, sms, l2, &plan));
+    }
+  }
   if (p.kv == KvLayout::paged && a.check_page_table && !p.meta_on_host) LONGATTN_TRY(check_pages(a, p, stream));
 
   LaunchArgs la{};
@@ -470,15 +502,14 @@ Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
     la.p.split_blocks = int32_t((key_blocks + plan.kv_splits - 1) / plan.kv_splits);
   }
   if (!split.part) la.p.o_tma = cuda::encode_out_map(a, p, plan, &la) ? 1 : 0;
-  Fp8Vt vt;
-  Status vs = p.fp8 && cuda::sm90::fp8_vt_global(plan.kernel) ? vt.prepare(a, stream, &la) : Status::Ok();
+  Status vs = vt.vt ? vt.prepare(a, &la) : Status::Ok();
   cudaError_t e = vs.ok() ? launch(p, plan, la) : cudaSuccess;
   if (split.part) {
     if (vs.ok() && e == cudaSuccess) e = split.combine(a, p, stream);
     const cudaError_t f = cudaFreeAsync(split.part, stream);
     if (e == cudaSuccess) e = f;
   }
-  const cudaError_t f = vt.release(stream);
+  const cudaError_t f = vt.release();
   if (!vs.ok()) return vs;
   if (e == cudaSuccess && f != cudaSuccess) return cuda_error("fp8 Vt scratch", f);
   return e == cudaSuccess ? Status::Ok() : cuda_error("forward kernel launch", e);

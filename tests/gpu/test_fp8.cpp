@@ -9,10 +9,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "common/overrides.h"
+#include "common/problem.h"
+#include "cuda/plan.h"
 #include "cuda/sm90/fp8_scale.h"
 #include "device_case.h"
 #include "gpu_case.h"
@@ -198,13 +201,32 @@ testing::OracleResult run_fp8(const CaseSpec& s, Case& c, double acc_eps = kAccE
 
 class GpuFp8 : public ::testing::TestWithParam<CaseSpec> {};
 
+// Whether Overrides::fp8_vt_global changes the kernel of this call: planned both ways on the
+// host as forward_sm90.cpp plans it (a call the planner refuses counts as changed).
+bool vt_override_matters(const CaseSpec& s) {
+  Case c = testing::make_case(s);
+  DeviceCase d = to_device(c);
+  detail::Problem p;
+  if (!detail::build_problem(d.args, &p).ok()) return true;
+  cuda::ForwardPlan plan[2];
+  for (int i = 0; i < 2; ++i) {
+    detail::Overrides ov;
+    ov.fp8_vt_global = i ? detail::Force::on : detail::Force::off;
+    if (!cuda::plan_forward(d.args, p, ov, 132, int64_t(50) << 20, &plan[i]).ok()) return true;
+  }
+  return plan[0].kernel != plan[1].kernel;
+}
+
 // Each case on both hdim-128 kinds of plain attention (Overrides::fp8_vt_global: dense_vt, V
-// transposed in global memory, and the dense kind's in-kernel transposer; the one kind where
-// the call has features or other head dims), from fresh poisoned outputs each time.
+// transposed in global memory, and the dense kind's in-kernel transposer) where the override
+// changes the kind, else once (features and other head dims: one kind), from fresh poisoned
+// outputs each time.
 TEST_P(GpuFp8, MatchesReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   const CaseSpec& s = GetParam();
+  const bool both = vt_override_matters(s);
   for (const detail::Force vt : {detail::Force::on, detail::Force::off}) {
+    if (vt == detail::Force::off && !both) break;
     Case c = testing::make_case(s);
     gputest::poison_unread_kv(c.args, s.seed % 2 ? INFINITY : NAN);
     detail::Overrides ov;
@@ -291,6 +313,66 @@ TEST(GpuFp8Upcast, BothPathsMatchTheReference) {
       EXPECT_TRUE(r.failure.empty()) << testing::describe(s) << (f == detail::Force::on ? " upcast" : "") << ": "
                                      << r.failure;
     }
+  }
+}
+
+// Device memory taken until less than `keep` bytes stay free (at least one allocation of
+// `keep` fails), in chunks, released on destruction. The stream-ordered pool is trimmed first
+// so that the memory earlier calls freed into it counts as free.
+struct MemoryHog {
+  std::vector<void*> chunks;
+  bool ok = false;
+  explicit MemoryHog(size_t keep) {
+    cudaDeviceSynchronize();
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess) cudaMemPoolTrimTo(pool, 0);
+    for (size_t chunk = size_t(1) << 30; chunk >= keep / 4 && chunk > 0; chunk /= 2) {
+      void* d = nullptr;
+      while (cudaMalloc(&d, chunk) == cudaSuccess) chunks.push_back(d);
+      cudaGetLastError();
+    }
+    void* probe = nullptr;
+    ok = cudaMalloc(&probe, keep) != cudaSuccess;
+    cudaGetLastError();
+    if (!ok) cudaFree(probe);
+  }
+  ~MemoryHog() {
+    for (void* d : chunks) cudaFree(d);
+  }
+};
+
+// fp8 hdim 128 plain attention where the rule takes dense_vt (4500 visible keys per row) but its
+// V-sized scratch cannot be allocated: the call runs on the dense kind instead and matches the
+// reference; with dense_vt forced it fails naming the scratch and writes nothing.
+TEST(GpuFp8VtScratch, FallsBackToTheDenseKindWhenMemoryIsShort) {
+  if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
+  const CaseSpec s = F8(1, 300, 4500, 4, 2, false, 91);
+  const size_t vt_bytes = size_t(s.seq_k) * size_t(s.heads_kv) * 128;  // about the scratch (keys padded up)
+  for (const detail::Force vt : {detail::Force::rule, detail::Force::on}) {
+    Case c = testing::make_case(s);
+    DeviceCase d = to_device(c);
+    const std::vector<uint8_t> poison = c.out.bytes;
+    Status st;
+    {
+      MemoryHog hog(vt_bytes);
+      ASSERT_TRUE(hog.ok) << "could not leave less than " << vt_bytes << " bytes of device memory free";
+      detail::Overrides ov;
+      ov.fp8_vt_global = vt;
+      ov.kv_splits = 1;  // 12 tiles: the split-KV rule would allocate scratch too
+      st = detail::forward_with(d.args, ov);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+    d.download(c.out, d.args.out);
+    if (vt == detail::Force::on) {
+      EXPECT_FALSE(st.ok());
+      EXPECT_NE(st.message().find("fp8 Vt scratch"), std::string::npos) << st.message();
+      EXPECT_TRUE(c.out.bytes == poison) << "a failed call wrote its output";
+      continue;
+    }
+    ASSERT_TRUE(st.ok()) << st.message();
+    const testing::OracleResult r = testing::check_against_reference(c.args, 1e-3, kAccEps);
+    printf("fp8 Vt scratch short, dense kind: err %.2e (bound %.2e)\n", r.max_err, r.bound);
+    EXPECT_TRUE(r.failure.empty()) << r.failure;
   }
 }
 
