@@ -33,6 +33,7 @@ class LongAttn:
             "longattn_bench_forward_paged": [P] * 6 + [I64] * 8 + [I32, P, S, I32],
             "longattn_bench_forward_split": [P] * 4 + [I64] * 6 + [I32, P, S, I32],
             "longattn_bench_forward_fp8": [P] * 8 + [I64] * 6 + [I32, I32, P, S, I32],
+            "longattn_bench_forward_fp8_ex": [P] * 8 + [I64] * 6 + [I32, I32, I64, I64, P, S, I32],
             "longattn_bench_forward_kvcache": [P] * 10 + [I64] * 11 + [I32, I32, P, S, I32],
         }
         self.missing = []
@@ -119,14 +120,20 @@ class LongAttn:
             _ptr(cos), _ptr(sin), b, sq, kc.shape[0], kc.shape[1], mp, n, hq, kc.shape[2], d, ro, rd, int(causal),
             int(interleaved), _stream(), self.err, ERR_LEN))
 
-    def fp8(self, q, k, v, out, qd, kd, vd, causal, lse=None):
-        """e4m3 q / k / v (b, s, h, d), float32 descales (b, hk), out bf16 / f16 / f32."""
+    def fp8(self, q, k, v, out, qd, kd, vd, causal, lse=None, wl=-1, wr=-1):
+        """e4m3 q / k / v (b, s, h, d), float32 descales (b, hk), out bf16 / f16 / f32; wl / wr:
+        a sliding window (-1: unbounded)."""
         import torch
         if not self.has("longattn_bench_forward_fp8"):
             raise RuntimeError("this liblongattn_capi.so has no longattn_bench_forward_fp8")
         b, sq, hq, d = q.shape
         sk, hk = k.shape[1], k.shape[2]
         ot = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}[out.dtype]
-        self._check(self.lib.longattn_bench_forward_fp8(
-            _ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse), _ptr(qd), _ptr(kd), _ptr(vd), b, sq, sk, hq, hk, d,
-            int(causal), ot, _stream(), self.err, ERR_LEN))
+        args = (_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse), _ptr(qd), _ptr(kd), _ptr(vd), b, sq, sk, hq, hk, d,
+                int(causal), ot)
+        if wl < 0 and wr < 0:
+            self._check(self.lib.longattn_bench_forward_fp8(*args, _stream(), self.err, ERR_LEN))
+            return
+        if not self.has("longattn_bench_forward_fp8_ex"):
+            raise RuntimeError("this liblongattn_capi.so has no longattn_bench_forward_fp8_ex (fp8 windows)")
+        self._check(self.lib.longattn_bench_forward_fp8_ex(*args, int(wl), int(wr), _stream(), self.err, ERR_LEN))

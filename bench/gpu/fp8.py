@@ -53,9 +53,12 @@ def reference_rows(c, s):
     qr = s.q[0, rows].float().transpose(0, 1)
     kr, vr = (x[0].float().transpose(0, 1).repeat_interleave(c.hq // c.hk, 0) for x in (s.k, s.v))
     sc = torch.einsum("hrd,hsd->hrs", qr, kr) / math.sqrt(c.d)
-    if c.causal:  # bottom-right
-        keys = torch.arange(c.sk, device="cuda")
-        sc.masked_fill_(keys[None, None, :] > (rows + c.sk - c.sq)[None, :, None], float("-inf"))
+    keys = torch.arange(c.sk, device="cuda")[None, None, :]
+    diag = (rows + c.sk - c.sq)[None, :, None]  # bottom-right
+    if c.causal or c.wr >= 0:
+        sc.masked_fill_(keys > diag + max(c.wr, 0), float("-inf"))
+    if c.wl >= 0:
+        sc.masked_fill_(keys < diag - c.wl, float("-inf"))
     return rows, torch.einsum("hrs,hsd->hrd", sc.softmax(-1), vr)
 
 
@@ -72,7 +75,10 @@ def longattn_fp8_impl(la, c, s, spec=""):
     if not la.has("longattn_bench_forward_fp8"):
         raise Unsupported("this liblongattn_capi.so has no longattn_bench_forward_fp8 (rebuild)")
     setup, teardown = overrides_hooks(la, spec)
-    return Impl(lambda i: la.fp8(s.q8, s.k8, s.v8, s.o, s.q_dst, s.k_dst, s.v_dst, c.causal), lambda _: s.o,
+    if not c.plain and not la.has("longattn_bench_forward_fp8_ex"):
+        raise Unsupported("this liblongattn_capi.so has no fp8 windows (longattn_bench_forward_fp8_ex)")
+    return Impl(lambda i: la.fp8(s.q8, s.k8, s.v8, s.o, s.q_dst, s.k_dst, s.v_dst, c.causal, wl=c.wl, wr=c.wr),
+                lambda _: s.o,
                 setup=setup, teardown=teardown, poison=lambda: s.o.fill_(math.nan), expect=LONGATTN_KERNELS,
                 note=f"overrides {spec}" if spec else "")
 
@@ -145,6 +151,8 @@ class CudnnFp8:
         """An Impl of the graph on set s; amax_o (an estimate of max |out|) sets scale_o."""
         if c.causal and c.sq != c.sk:
             raise Unsupported("top-left causal only here (rows are square)")
+        if not c.plain:
+            raise Unsupported("no window or chunk in this cuDNN fp8 graph")
         self.cudnn.set_stream(self.handle, torch.cuda.current_stream().cuda_stream)
         errs, g, api = [], None, ""
         for api in (("bounds", "legacy") if c.causal else ("none",)):

@@ -159,14 +159,30 @@ int longattn_bench_forward_ex(void* q, void* k, void* v, void* out, void* lse, i
   return run(a, stream, err, err_len);
 }
 
+int longattn_bench_forward_fp8_ex(void* q, void* k, void* v, void* out, void* lse, void* q_descale,
+                                  void* k_descale, void* v_descale, int64_t batch, int64_t seq_q,
+                                  int64_t seq_k, int64_t heads_q, int64_t heads_kv, int64_t dim,
+                                  int causal, int out_dtype, int64_t window_left, int64_t window_right,
+                                  void* stream, char* err, int err_len);
+
 /// fp8 (e4m3) dense q / k / v (batch, seq, heads, dim) with device float32 descales
 /// (batch, heads_kv) each (dequantized x = stored x * descale); out (batch, seq_q, heads_q,
-/// dim) of out_dtype 0 bf16, 1 f16, 2 f32; lse may be null; scale 1/sqrt(dim). The CUDA
-/// backend answers NotSupported until its fp8 kernel exists (issue 21).
+/// dim) of out_dtype 0 bf16, 1 f16, 2 f32; lse may be null; scale 1/sqrt(dim).
 int longattn_bench_forward_fp8(void* q, void* k, void* v, void* out, void* lse, void* q_descale,
                                void* k_descale, void* v_descale, int64_t batch, int64_t seq_q,
                                int64_t seq_k, int64_t heads_q, int64_t heads_kv, int64_t dim,
                                int causal, int out_dtype, void* stream, char* err, int err_len) {
+  return longattn_bench_forward_fp8_ex(q, k, v, out, lse, q_descale, k_descale, v_descale, batch, seq_q, seq_k,
+                                       heads_q, heads_kv, dim, causal, out_dtype, -1, -1, stream, err, err_len);
+}
+
+/// longattn_bench_forward_fp8 with a sliding window: window_left / window_right keys before /
+/// after the diagonal (-1: unbounded).
+int longattn_bench_forward_fp8_ex(void* q, void* k, void* v, void* out, void* lse, void* q_descale,
+                                  void* k_descale, void* v_descale, int64_t batch, int64_t seq_q,
+                                  int64_t seq_k, int64_t heads_q, int64_t heads_kv, int64_t dim,
+                                  int causal, int out_dtype, int64_t window_left, int64_t window_right,
+                                  void* stream, char* err, int err_len) {
   using namespace longattn;
   const Device g{DeviceKind::cuda, 0};
   const DType ot = out_dtype == 1 ? DType::f16 : out_dtype == 2 ? DType::f32 : DType::bf16;
@@ -180,6 +196,8 @@ int longattn_bench_forward_fp8(void* q, void* k, void* v, void* out, void* lse, 
   a.k_descale = make_tensor(k_descale, DType::f32, {batch, heads_kv}, g);
   a.v_descale = make_tensor(v_descale, DType::f32, {batch, heads_kv}, g);
   a.mask.causal = causal != 0;
+  a.mask.window_left = window_left;
+  a.mask.window_right = window_right;
   return run(a, stream, err, err_len);
 }
 
