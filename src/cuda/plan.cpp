@@ -103,6 +103,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     pack = decide(ov.pack_gqa, sm90::pack_gqa_worth(q));
   }
   if (pack) ragged = features = true;
+  // fp8: every feature runs on the ragged kind (one fp8 tile, fewer instantiations).
+  if (p.fp8 && features && !ragged) ragged = true;
   pl.kernel = paged      ? (pack ? Kernel::paged_packed : Kernel::paged)
               : ragged   ? (pack ? Kernel::ragged_packed : Kernel::ragged)
               : features ? Kernel::feature

@@ -602,7 +602,7 @@ TEST(GpuPlanRule, Fp8DenseVtFromManyKeys) {
       {4, 1024, 16, 16, true, rule, Kernel::dense, 0, -1, 128, 4 * r, true},  // top-left: about 512
       {4, 4 * r, 16, 16, true, rule, Kernel::dense, 0, -1, 128, 2 * r - 64},  // rows past the keys: r - 32
       {4, 4 * r, 16, 16, true, rule, Kernel::dense_vt, 0, -1, 128, 2 * r, true},  // top-left: above r
-      {1, 4 * r, 16, 16, true, rule, Kernel::feature, 0, 512},  // a window: the feature kind
+      {1, 4 * r, 16, 16, true, rule, Kernel::ragged, 0, 512},
       {8, 1024, 16, 16, true, rule, Kernel::dense_vt, 0, -1, 256},
       {1, 2 * r, 65536, 65536, false, detail::Force::on, Kernel::dense},  // the transpose's grid: 65535 heads
   };

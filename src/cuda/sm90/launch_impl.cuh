@@ -137,14 +137,15 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
                                std::conditional_t<kIn == InType::f16, __half, __nv_fp8_e4m3>>;
   constexpr int D = kHeadDim, DV = kHeadDimV;
   if constexpr (kIn == InType::e4m3) {
-    // The fp8 kinds' tiles: tile_size.h fp8_tile. Above 128: dense_vt alone (kVtGlobal).
+    // The fp8 kinds' tiles: tile_size.h fp8_tile; the feature kind runs on the ragged one (which
+    // takes dense layouts too). Above 128: dense_vt alone (kVtGlobal).
     if constexpr (D > 128) {
       return a.kernel == Kernel::dense_vt ? launch_cfg<KernelConfig<T, D, DV, Kernel::dense_vt>>(a) : cudaErrorInvalidValue;
     } else {
       switch (a.kernel) {
         case Kernel::dense: return launch_cfg<KernelConfig<T, D, DV, Kernel::dense>>(a);
         case Kernel::dense_vt: return launch_cfg<KernelConfig<T, D, DV, Kernel::dense_vt>>(a);
-        case Kernel::feature: return launch_cfg<KernelConfig<T, D, DV, Kernel::feature>>(a);
+        case Kernel::feature:
         case Kernel::ragged: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged>>(a);
         case Kernel::paged: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged>>(a);
         case Kernel::ragged_packed: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged_packed>>(a);

@@ -109,7 +109,7 @@ constexpr bool kernel_dense(Kernel k) { return k == Kernel::dense || k == Kernel
 // not the 24-register hdim-256 feature producer (its K/V coordinates spilled 16 bytes there),
 // nor fp8 above head dim 128 (the host upcasts or refuses those: forward_sm90.cpp).
 constexpr bool cp_compiled(Kernel k, const TileConfig& t, bool fp8, int head_dim_v) {
-  if (fp8 && (head_dim_v > 128 || k == Kernel::feature)) return false;
+  if (fp8 && head_dim_v > 128) return false;
   return kernel_dense(k) || (k == Kernel::feature && t.producer_regs >= 32);
 }
 
