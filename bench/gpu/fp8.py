@@ -55,8 +55,10 @@ def reference_rows(c, s):
     sc = torch.einsum("hrd,hsd->hrs", qr, kr) / math.sqrt(c.d)
     keys = torch.arange(c.sk, device="cuda")[None, None, :]
     diag = (rows + c.sk - c.sq)[None, :, None]  # bottom-right
-    if c.causal or c.wr >= 0:
-        sc.masked_fill_(keys > diag + max(c.wr, 0), float("-inf"))
+    if c.causal:
+        sc.masked_fill_(keys > diag, float("-inf"))
+    if c.wr >= 0:
+        sc.masked_fill_(keys > diag + c.wr, float("-inf"))
     if c.wl >= 0:
         sc.masked_fill_(keys < diag - c.wl, float("-inf"))
     return rows, torch.einsum("hrs,hsd->hrd", sc.softmax(-1), vr)
