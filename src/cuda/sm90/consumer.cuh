@@ -244,9 +244,10 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
     qs.advance();
     if constexpr (kLookahead<Cfg>) {
       // Q K^T one block ahead (two S buffers): a step issues P.V and the next block's Q K^T
-      // (turn calls are no-ops here: PingPong) and runs this block's softmax under both. Every path keeps the same wgmma
-      // groups in flight at each point, and none from one step into the next: where that
-      // differed (a runtime-conditional second Q K^T), ptxas serialized every wgmma (C7514).
+      // (the turn calls are no-ops here: PingPong) and runs this block's softmax under both.
+      // Every path keeps the same wgmma groups in flight at each point, and none from one step
+      // into the next: where that differed (a runtime-conditional second Q K^T), ptxas
+      // serialized every wgmma (C7514).
       float sa[kNS], sb[kNS];
       uint32_t pf[kNP];
       auto issue_qk = [&](float(&s_out)[kNS]) -> uint32_t {
