@@ -61,7 +61,7 @@ def parse(argv=None):
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     ap.add_argument("--rotate", type=int, default=0, help="input sets of the rotating timing (0: 3x L2 worth)")
     ap.add_argument("--no-rotate", action="store_true", help="headline: same-input timing only")
-    ap.add_argument("--no-wall", dest="wall", action="store_false", help="headline: no per-call wall times")
+    ap.add_argument("--no-wall", dest="wall", action="store_false", help="headline and fp8: no per-call wall times")
     ap.add_argument("--specs", default="", help="--variants (and --fp8) override columns: 'label:key=v,key=v;label2:...'")
     ap.add_argument("--shapes", default="", help="--variants and --fp8: these rows instead of the suite's, "
                     "'BxS:HQ/HK:D[:causal|full[:wN|cN]];...' (e.g. '4x4096:16/16:256:causal', "
@@ -155,6 +155,10 @@ def tables(name, rows, env, args, extra=""):
         body += ["errors: max |out - fp32 reference of the dequantized inputs| on 128 rows of batch 0; cuDNN "
                  "fp8 writes e4m3 output (its error includes that rounding), the others bf16.",
                  report.fp8_table(rows, [lab for lab, _ in shapes.parse_specs(args.specs)] if args.specs else ())]
+        if any(v.get("wall_us") for r in rows for v in r["impls"].values()):
+            body += ["", "Per-call wall time through Python (N back-to-back calls then a sync; host overhead "
+                     "included: argument checks, output allocation, longattn's V transpose pre-pass and its "
+                     "scratch, JAX dispatch):", report.wall_table(rows, report.FP8_WALL, kernel="longattn fp8")]
     elif name == "variants":
         labels = [lab for lab, _ in (shapes.parse_specs(args.specs) if args.specs else shapes.VARIANTS)]
         body += ["TFLOP/s; in brackets a column over longattn's shipped rules (> 1: that column is faster; "

@@ -85,6 +85,22 @@ def longattn_fp8_impl(la, c, s, spec=""):
                 note=f"overrides {spec}" if spec else "")
 
 
+def py_fp8_impl(c, s):
+    """longattn's Python package on the e4m3 set (flash_attn_func with (batch, heads_kv)
+    descales, bf16 output allocated per call): wall time only."""
+    try:
+        import longattn
+    except Exception as e:  # noqa: BLE001
+        raise Unsupported(f"import longattn failed ({type(e).__name__}: {str(e)[:80]}); PYTHONPATH?") from e
+    if not longattn.cuda_available():
+        raise Unsupported("longattn Python package built without CUDA")
+    kw = {"causal": c.causal, "q_descale": s.q_dst, "k_descale": s.k_dst, "v_descale": s.v_dst}
+    if c.wl >= 0 or c.wr >= 0:
+        kw["window_size"] = (c.wl, c.wr)
+    return Impl(lambda i: longattn.flash_attn_func(s.q8, s.k8, s.v8, **kw), lambda o: o, expect=LONGATTN_KERNELS,
+                kernel=False, wall=True)
+
+
 # ---- cuDNN FP8 through cudnn-frontend ------------------------------------------------------
 
 def _loaded(name_re):

@@ -156,16 +156,23 @@ def rotate_table(rows, impls=("FA3", "cuDNN", "longattn")):
     return md_table(hdr, body)
 
 
-def wall_table(rows, impls=("longattn (py)", "longattn", "FA3", "cuDNN")):
-    """Per-call wall time through Python (host overhead included) next to longattn's kernel time."""
+FP8_WALL = ("longattn fp8 (py)", "longattn fp8", "cuDNN fp8", "longattn bf16", "FA3 bf16")
+
+
+def wall_table(rows, impls=("longattn (py)", "longattn", "FA3", "cuDNN"), kernel="longattn"):
+    """Per-call wall time through Python (host overhead included) next to `kernel`'s kernel time
+    (the fp8 suite: impls FP8_WALL, kernel "longattn fp8")."""
     shown = {"longattn (py)": "longattn (Python package)", "longattn": "longattn (capi via ctypes)",
-             "FA3": "FA3 (JAX jit)", "cuDNN": "cuDNN (torch SDPA)"}
-    hdr = ["hdim", "shape", "mask"] + [f"{shown.get(i, i)} us/call" for i in impls] + ["longattn kernel us"]
+             "FA3": "FA3 (JAX jit)", "cuDNN": "cuDNN (torch SDPA)",
+             "longattn fp8 (py)": "longattn fp8 (Python package)", "longattn fp8": "longattn fp8 (capi via ctypes)",
+             "cuDNN fp8": "cuDNN fp8 (cudnn-frontend graph)", "longattn bf16": "longattn bf16 (capi)",
+             "FA3 bf16": "FA3 bf16 (JAX jit)"}
+    hdr = ["hdim", "shape", "mask"] + [f"{shown.get(i, i)} us/call" for i in impls] + [f"{kernel} kernel us"]
     body = []
     for r in rows:
         _, d = _case(r)
         body.append([d, r["shape"], r["mask"]] + [num(get(r, i, "wall_us"), ".1f") for i in impls]
-                    + [num(get(r, "longattn", "us"), ".1f")])
+                    + [num(get(r, kernel, "us"), ".1f")])
     return md_table(hdr, body)
 
 

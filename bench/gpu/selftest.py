@@ -127,6 +127,13 @@ def test_tables():
     f8["impls"]["slist fp8"] = {"tflops": 950.0, "err": 0.002}
     t8 = report.fp8_table([f8], ["slist", "other"])
     assert "slist fp8" in t8 and "other fp8" not in t8 and "| 700 | 950 |" in t8, t8
+    # The fp8 suite's wall table: the Python package's fp8 call, the capi's, the peers, and
+    # longattn fp8's kernel time.
+    f8["impls"]["longattn fp8"] = {"tflops": 800.0, "us": 600.0, "wall_us": 640.0}
+    f8["impls"]["longattn fp8 (py)"] = {"wall_us": 655.5}
+    f8["impls"]["cuDNN fp8"]["wall_us"] = 580.0
+    tw = report.wall_table([f8], report.FP8_WALL, kernel="longattn fp8")
+    assert "longattn fp8 (Python package) us/call" in tw and "| 655.5 | 640.0 | 580.0 | n/a | n/a | 600.0 |" in tw, tw
     w = fake_row(shapes.windows()[0], {"FA3": {"tflops": 700.0}, "longattn": {"tflops": 600.0},
                                        "longattn plain": {"tflops": 650.0}})
     assert "| 700 | 600 | 0.857 | n/a | 650 | 0.923 |" in report.window_table([w])

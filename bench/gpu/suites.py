@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import torch
 
 import shapes
-from fp8 import longattn_fp8_impl, make_fp8_set, reference_rows, row_error
+from fp8 import longattn_fp8_impl, make_fp8_set, py_fp8_impl, reference_rows, row_error
 from peers import Unsupported, capi_impl, fa3_impl, make_sets, py_impl, sdpa_impl, set_bytes
 from runner import Row
 
@@ -107,10 +107,11 @@ def window_row(ctx, c, seed=2):
     return row
 
 
-def fp8_row(ctx, c, seed=3, variants=()):
+def fp8_row(ctx, c, seed=3, variants=(), wall=False):
     """longattn fp8 and cuDNN fp8 on e4m3 inputs; longattn bf16 and FA3 bf16 on their exact
     bf16 dequantization. Errors against float32 attention of the dequantized inputs.
-    variants: (label, overrides spec) longattn fp8 columns ("<label> fp8")."""
+    variants: (label, overrides spec) longattn fp8 columns ("<label> fp8"); wall: per-call
+    Python times, longattn's package on the e4m3 inputs too."""
     check_memory(set_bytes(c.with_(dtype="bf16")) * 4, label(c))
     s = make_fp8_set(c, seed)
     rows, ref = reference_rows(c, s)
@@ -126,6 +127,10 @@ def fp8_row(ctx, c, seed=3, variants=()):
     sets = [SimpleNamespace(q=s.q, k=s.k, v=s.v, o=torch.empty_like(s.q))]
     row.add("longattn bf16", lambda: capi_impl(ctx.need_la(), cb, sets))
     row.add("FA3 bf16", lambda: fa3_impl(ctx.need_fa3(), cb, sets))
+    if wall:
+        for impl in row.impls.values():
+            impl.wall = True
+        row.add("longattn fp8 (py)", lambda: py_fp8_impl(c, s))
     return row
 
 
@@ -144,7 +149,7 @@ def suite_rows(ctx, name):
         rows = shapes.parse_shapes(cfg.shapes, "e4m3") if cfg.shapes else shapes.fp8()
         if any(c.chunk > 0 for c in rows):
             raise ValueError("--fp8 --shapes: no chunks (the fp8 entry takes masks and windows)")
-        return [(c, lambda c=c: fp8_row(ctx, c, variants=specs)) for c in rows]
+        return [(c, lambda c=c: fp8_row(ctx, c, variants=specs, wall=cfg.wall)) for c in rows]
     if name == "dims":
         # 192 / 128: the features suite's split row (the capi's dense entry takes dv = d).
         import features  # imports this module
