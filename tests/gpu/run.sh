@@ -85,7 +85,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   fi
 fi
 
-# Baselines for A/B: earlier (or variant) trees in .old/, .old2/, .old3/ (git archives, carried)
+# Baselines for A/B: earlier (or variant) trees in .old/, .old2/, .old3/ (git archives, carried;
+# scripts/baselines.sh REV... makes them)
 # build their own capi libraries, in the background beside the main build (one tree's kernel
 # units do not fill 16 cores); every dense benchmark row then has a 'baseline' column (then
 # 'baseline2', ...) interleaved with longattn.
