@@ -228,15 +228,16 @@ bool fp8_upcast_needed(const Problem& p, const Overrides& ov) {
 struct Fp8Vt {
   uint8_t* vt = nullptr;
   cudaStream_t stream = nullptr;
+  int64_t batch = 0, hk = 0, dim = 0, keys_pad = 0;
   Fp8Vt() = default;
   Fp8Vt(const Fp8Vt&) = delete;
   Fp8Vt& operator=(const Fp8Vt&) = delete;
   ~Fp8Vt() { release(); }
   cudaError_t alloc(const Args& a, cudaStream_t s) {
     stream = s;
-    const int64_t batch = a.v.shape[0], seq_k = a.v.shape[1], hk = a.v.shape[2], dim = a.v.shape[3];
-    const cudaError_t e =
-        cudaMallocAsync(reinterpret_cast<void**>(&vt), size_t(batch * hk * dim * cuda::vt_keys_pad(seq_k)), stream);
+    batch = a.v.shape[0], hk = a.v.shape[2], dim = a.v.shape[3];
+    keys_pad = cuda::vt_keys_pad(a.v.shape[1]);
+    const cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&vt), size_t(batch * hk * dim * keys_pad), stream);
     if (e != cudaSuccess) {
       cudaGetLastError();  // an allocation failure is not sticky: later checks must not see it
       vt = nullptr;
@@ -244,10 +245,9 @@ struct Fp8Vt {
     return e;
   }
   Status prepare(const Args& a, LaunchArgs* la) const {
-    const int64_t batch = a.v.shape[0], seq_k = a.v.shape[1], hk = a.v.shape[2], dim = a.v.shape[3];
     if (cudaError_t e = cuda::launch_transpose_v_e4m3(a.v, vt, stream); e != cudaSuccess)
       return cuda_error("fp8 V transpose", e);
-    if (const std::string err = cuda::encode_vt_map(vt, batch, hk, dim, cuda::vt_keys_pad(seq_k), la); !err.empty())
+    if (const std::string err = cuda::encode_vt_map(vt, batch, hk, dim, keys_pad, la); !err.empty())
       return Status::Error("CUDA backend: " + err);
     return Status::Ok();
   }

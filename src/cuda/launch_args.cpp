@@ -80,7 +80,8 @@ std::string encode_vt_map(const void* vt, int64_t batch, int64_t heads_kv, int64
 }
 
 bool encode_out_map(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::LaunchArgs* la) {
-  if (plan.kernel != sm90::Kernel::dense && plan.kernel != sm90::Kernel::feature) return false;  // (dense_vt: fp8)
+  // (Not dense_vt: it is fp8, whose O never goes through TMA stores.)
+  if (plan.kernel != sm90::Kernel::dense && plan.kernel != sm90::Kernel::feature) return false;
   if (plan.tile.q_stages < 2) return false;  // kernel_config.cuh kOTma
   if (plan.q_shift > 0) return false;  // a TMA store at a negative row faulted (illegal instruction)
   if (p.fp8 || p.out_dtype != p.in_dtype || a.out.rank != 4) return false;

@@ -230,10 +230,10 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // three-warpgroup hdim-64 tile): one snake over every pair instead of L2 sections. A tile
   // reads only its window's or chunk's keys, so the sections buy little, while each section's
   // partial snake round leaves CTAs idle on these flat or sawtooth tile costs. Where the
-  // running tiles share pairs (pairs <= grid) or their windows' K / V (16-bit) fit the L2 together;
-  // past both, every running tile streams its own window from DRAM and the sections stay
-  // faster (docs/PERFORMANCE.md, "Windows and chunks without the counter"). Not fp8 or paged
-  // K/V: not measured there.
+  // running tiles share pairs (pairs <= grid) or their windows' K / V (16-bit) fit the L2
+  // together; past both, every running tile streams its own window from DRAM and the sections
+  // stay faster (docs/PERFORMANCE.md, "Windows and chunks without the counter"). Not fp8 or
+  // paged K/V: not measured there.
   if (pl.dynamic && (p.mask.chunk > 0 || (sliding && causal)) && ov.sections < 0 && !p.fp8 && !paged &&
       !sm90::dynamic_compiled(pl.kernel, tc, d, p.fp8)) {
     int64_t span = p.mask.window_left >= 0 ? p.mask.window_left : p.max_seq_k;
@@ -243,15 +243,14 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     if (pairs <= grid || window_bytes <= l2_bytes) pl.section_bh = pairs;
   }
   // Causal on the dense kinds without the sectioned snake (hdim 256: bf16 / f16 and e4m3; fp8
-  // dense_vt at 128; head dims below 256 that run on the 256 kernels take the feature kind and
-  // keep its snake): the
-  // sectioned order as a device list (KernelConfig kSectionList), which keeps the running
-  // tiles' K/V inside the L2 where the global snake streams it from DRAM. The launch builds it
-  // only where the L2 rule cuts sections (launch_impl.cuh want_slist). Short calls (at most 16
-  // q-blocks) too: with its sections dealt from rotating first CTAs the list ran them faster
-  // than the ragged kind's sequence-major list (docs/PERFORMANCE.md, "The section list's
-  // sections from rotating first CTAs"). Context parallelism keeps the snake (its tiles' costs
-  // are not the causal ramp the list's LPT order assumes).
+  // dense_vt at 128; head dims below 256 that run on the 256 kernels take the feature kind and keep
+  // its snake): the sectioned order as a device list (KernelConfig kSectionList), which keeps the
+  // running tiles' K/V inside the L2 where the global snake streams it from DRAM. The launch builds
+  // it only where the L2 rule cuts sections (launch_impl.cuh want_slist). Short calls (at most 16
+  // q-blocks) too: with its sections dealt from rotating first CTAs the list ran them faster than
+  // the ragged kind's sequence-major list (docs/PERFORMANCE.md, "The section list's sections from
+  // rotating first CTAs"). Context parallelism keeps the snake (its tiles' costs are not the causal
+  // ramp the list's LPT order assumes).
   pl.section_list = causal && sm90::kernel_dense(pl.kernel) && !tc.lpt_sections && !cp && decide(ov.section_list, true);
   pl.section_rotate = int8_t(ov.section_rotate);  // the rule needs the grid: the launch applies it
   *out = pl;
