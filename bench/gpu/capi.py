@@ -34,6 +34,7 @@ class LongAttn:
             "longattn_bench_forward_split": [P] * 4 + [I64] * 6 + [I32, P, S, I32],
             "longattn_bench_forward_fp8": [P] * 8 + [I64] * 6 + [I32, I32, P, S, I32],
             "longattn_bench_forward_fp8_ex": [P] * 8 + [I64] * 6 + [I32, I32, I64, I64, P, S, I32],
+            "longattn_bench_forward_fp8_mask": [P] * 8 + [I64] * 6 + [I32, I32, I64, I64, I64, P, S, I32],
             "longattn_bench_forward_kvcache": [P] * 10 + [I64] * 11 + [I32, I32, P, S, I32],
         }
         self.missing = []
@@ -120,9 +121,9 @@ class LongAttn:
             _ptr(cos), _ptr(sin), b, sq, kc.shape[0], kc.shape[1], mp, n, hq, kc.shape[2], d, ro, rd, int(causal),
             int(interleaved), _stream(), self.err, ERR_LEN))
 
-    def fp8(self, q, k, v, out, qd, kd, vd, causal, lse=None, wl=-1, wr=-1):
+    def fp8(self, q, k, v, out, qd, kd, vd, causal, lse=None, wl=-1, wr=-1, chunk=0):
         """e4m3 q / k / v (b, s, h, d), float32 descales (b, hk), out bf16 / f16 / f32; wl / wr:
-        a sliding window (-1: unbounded)."""
+        a sliding window (-1: unbounded); chunk: keys per attention chunk (0: none)."""
         import torch
         if not self.has("longattn_bench_forward_fp8"):
             raise RuntimeError("this liblongattn_capi.so has no longattn_bench_forward_fp8")
@@ -131,8 +132,14 @@ class LongAttn:
         ot = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}[out.dtype]
         args = (_ptr(q), _ptr(k), _ptr(v), _ptr(out), _ptr(lse), _ptr(qd), _ptr(kd), _ptr(vd), b, sq, sk, hq, hk, d,
                 int(causal), ot)
-        if wl < 0 and wr < 0:
+        if wl < 0 and wr < 0 and chunk <= 0:
             self._check(self.lib.longattn_bench_forward_fp8(*args, _stream(), self.err, ERR_LEN))
+            return
+        if chunk > 0:
+            if not self.has("longattn_bench_forward_fp8_mask"):
+                raise RuntimeError("this liblongattn_capi.so has no longattn_bench_forward_fp8_mask (fp8 chunks)")
+            self._check(self.lib.longattn_bench_forward_fp8_mask(*args, int(wl), int(wr), int(chunk), _stream(),
+                                                                 self.err, ERR_LEN))
             return
         if not self.has("longattn_bench_forward_fp8_ex"):
             raise RuntimeError("this liblongattn_capi.so has no longattn_bench_forward_fp8_ex (fp8 windows)")

@@ -61,6 +61,9 @@ def reference_rows(c, s):
         sc.masked_fill_(keys > diag + c.wr, float("-inf"))
     if c.wl >= 0:
         sc.masked_fill_(keys < diag - c.wl, float("-inf"))
+    if c.chunk > 0:  # the chunk of the row's bottom-right position
+        first = torch.div(diag, c.chunk, rounding_mode="floor") * c.chunk
+        sc.masked_fill_((keys < first) | (keys >= first + c.chunk), float("-inf"))
     return rows, torch.einsum("hrs,hsd->hrd", sc.softmax(-1), vr)
 
 
@@ -79,7 +82,10 @@ def longattn_fp8_impl(la, c, s, spec=""):
     setup, teardown = overrides_hooks(la, spec)
     if not c.plain and not la.has("longattn_bench_forward_fp8_ex"):
         raise Unsupported("this liblongattn_capi.so has no fp8 windows (longattn_bench_forward_fp8_ex)")
-    return Impl(lambda i: la.fp8(s.q8, s.k8, s.v8, s.o, s.q_dst, s.k_dst, s.v_dst, c.causal, wl=c.wl, wr=c.wr),
+    if c.chunk > 0 and not la.has("longattn_bench_forward_fp8_mask"):
+        raise Unsupported("this liblongattn_capi.so has no fp8 chunks (longattn_bench_forward_fp8_mask)")
+    return Impl(lambda i: la.fp8(s.q8, s.k8, s.v8, s.o, s.q_dst, s.k_dst, s.v_dst, c.causal, wl=c.wl, wr=c.wr,
+                                 chunk=c.chunk),
                 lambda _: s.o,
                 setup=setup, teardown=teardown, poison=lambda: s.o.fill_(math.nan), expect=LONGATTN_KERNELS,
                 note=f"overrides {spec}" if spec else "")
@@ -97,6 +103,8 @@ def py_fp8_impl(c, s):
     kw = {"causal": c.causal, "q_descale": s.q_dst, "k_descale": s.k_dst, "v_descale": s.v_dst}
     if c.wl >= 0 or c.wr >= 0:
         kw["window_size"] = (c.wl, c.wr)
+    if c.chunk > 0:
+        kw["attention_chunk"] = c.chunk
     return Impl(lambda i: longattn.flash_attn_func(s.q8, s.k8, s.v8, **kw), lambda o: o, expect=LONGATTN_KERNELS,
                 kernel=False, wall=True)
 

@@ -159,11 +159,11 @@ int longattn_bench_forward_ex(void* q, void* k, void* v, void* out, void* lse, i
   return run(a, stream, err, err_len);
 }
 
-int longattn_bench_forward_fp8_ex(void* q, void* k, void* v, void* out, void* lse, void* q_descale,
-                                  void* k_descale, void* v_descale, int64_t batch, int64_t seq_q,
-                                  int64_t seq_k, int64_t heads_q, int64_t heads_kv, int64_t dim,
-                                  int causal, int out_dtype, int64_t window_left, int64_t window_right,
-                                  void* stream, char* err, int err_len);
+int longattn_bench_forward_fp8_mask(void* q, void* k, void* v, void* out, void* lse, void* q_descale,
+                                    void* k_descale, void* v_descale, int64_t batch, int64_t seq_q,
+                                    int64_t seq_k, int64_t heads_q, int64_t heads_kv, int64_t dim,
+                                    int causal, int out_dtype, int64_t window_left, int64_t window_right,
+                                    int64_t chunk, void* stream, char* err, int err_len);
 
 /// fp8 (e4m3) dense q / k / v (batch, seq, heads, dim) with device float32 descales
 /// (batch, heads_kv) each (dequantized x = stored x * descale); out (batch, seq_q, heads_q,
@@ -172,8 +172,8 @@ int longattn_bench_forward_fp8(void* q, void* k, void* v, void* out, void* lse, 
                                void* k_descale, void* v_descale, int64_t batch, int64_t seq_q,
                                int64_t seq_k, int64_t heads_q, int64_t heads_kv, int64_t dim,
                                int causal, int out_dtype, void* stream, char* err, int err_len) {
-  return longattn_bench_forward_fp8_ex(q, k, v, out, lse, q_descale, k_descale, v_descale, batch, seq_q, seq_k,
-                                       heads_q, heads_kv, dim, causal, out_dtype, -1, -1, stream, err, err_len);
+  return longattn_bench_forward_fp8_mask(q, k, v, out, lse, q_descale, k_descale, v_descale, batch, seq_q, seq_k,
+                                         heads_q, heads_kv, dim, causal, out_dtype, -1, -1, 0, stream, err, err_len);
 }
 
 /// longattn_bench_forward_fp8 with a sliding window: window_left / window_right keys before /
@@ -183,6 +183,17 @@ int longattn_bench_forward_fp8_ex(void* q, void* k, void* v, void* out, void* ls
                                   int64_t seq_k, int64_t heads_q, int64_t heads_kv, int64_t dim,
                                   int causal, int out_dtype, int64_t window_left, int64_t window_right,
                                   void* stream, char* err, int err_len) {
+  return longattn_bench_forward_fp8_mask(q, k, v, out, lse, q_descale, k_descale, v_descale, batch, seq_q, seq_k,
+                                         heads_q, heads_kv, dim, causal, out_dtype, window_left, window_right, 0,
+                                         stream, err, err_len);
+}
+
+/// longattn_bench_forward_fp8_ex with a chunk too (chunk keys per chunk, 0: none).
+int longattn_bench_forward_fp8_mask(void* q, void* k, void* v, void* out, void* lse, void* q_descale,
+                                    void* k_descale, void* v_descale, int64_t batch, int64_t seq_q,
+                                    int64_t seq_k, int64_t heads_q, int64_t heads_kv, int64_t dim,
+                                    int causal, int out_dtype, int64_t window_left, int64_t window_right,
+                                    int64_t chunk, void* stream, char* err, int err_len) {
   using namespace longattn;
   const Device g{DeviceKind::cuda, 0};
   const DType ot = out_dtype == 1 ? DType::f16 : out_dtype == 2 ? DType::f32 : DType::bf16;
@@ -198,6 +209,7 @@ int longattn_bench_forward_fp8_ex(void* q, void* k, void* v, void* out, void* ls
   a.mask.causal = causal != 0;
   a.mask.window_left = window_left;
   a.mask.window_right = window_right;
+  a.mask.chunk_size = chunk;
   return run(a, stream, err, err_len);
 }
 
