@@ -407,16 +407,30 @@ TEST(GpuPlanRule, WindowsAndChunksWithoutTheCounterRunOneSnake) {
   struct C {
     int64_t batch, seq, heads, dim, left, chunk;
     bool one_snake;
+    bool fp8 = false;
   };
+  // fp8 (hdim 128 and 256: the ragged e4m3 kind, no counter): the same rule on one-byte K / V.
+  // The 8 x 8k x 32-head window-4096 call's running windows: 132 x (4096 + 128) keys x 256 bytes
+  // = 143 MB, past the L2.
   for (const C& c : {C{16, 1024, 16, 64, -1, 256, true}, C{8, 2048, 16, 64, -1, 512, true},
                      C{1, 32768, 16, 64, 1024, 0, true}, C{16, 4096, 32, 64, 1024, 0, true},
                      C{8, 8192, 32, 64, 4096, 0, false}, C{8, 2048, 16, 64, -1, 0, false},
-                     C{8, 2048, 16, 128, -1, 512, false}, C{2, 32768, 16, 128, 1024, 0, false}}) {
+                     C{8, 2048, 16, 128, -1, 512, false}, C{2, 32768, 16, 128, 1024, 0, false},
+                     C{8, 2048, 16, 128, -1, 512, true, true}, C{2, 32768, 16, 128, 1024, 0, true, true},
+                     C{4, 4096, 16, 128, 1024, 0, true, true},
+                     C{16, 4096, 32, 128, 1024, 0, true, true}, C{8, 8192, 32, 128, 4096, 0, false, true},
+                     C{8, 2048, 16, 128, -1, 0, false, true}}) {
+    const DType t = c.fp8 ? DType::e4m3 : DType::bf16;
     Args a;
-    a.q = make_tensor(fake(0), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
-    a.k = make_tensor(fake(1), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
-    a.v = make_tensor(fake(2), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    a.q = make_tensor(fake(0), t, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    a.k = make_tensor(fake(1), t, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    a.v = make_tensor(fake(2), t, {c.batch, c.seq, c.heads, c.dim}, gpu);
     a.out = make_tensor(fake(3), DType::bf16, {c.batch, c.seq, c.heads, c.dim}, gpu);
+    if (c.fp8) {
+      a.q_descale = make_tensor(fake(4), DType::f32, {c.batch, c.heads}, gpu);
+      a.k_descale = make_tensor(fake(5), DType::f32, {c.batch, c.heads}, gpu);
+      a.v_descale = make_tensor(fake(6), DType::f32, {c.batch, c.heads}, gpu);
+    }
     a.mask.causal = true;
     a.mask.window_left = c.left;
     a.mask.chunk_size = c.chunk;
@@ -425,7 +439,8 @@ TEST(GpuPlanRule, WindowsAndChunksWithoutTheCounterRunOneSnake) {
     ASSERT_NO_FATAL_FAILURE(plan_on_host(a, {}, &p, &plan));
     const std::string what = std::to_string(c.batch) + " x " + std::to_string(c.seq) + " x " +
                              std::to_string(c.heads) + " dim " + std::to_string(c.dim) + " window " +
-                             std::to_string(c.left) + " chunk " + std::to_string(c.chunk);
+                             std::to_string(c.left) + " chunk " + std::to_string(c.chunk) +
+                             (c.fp8 ? " fp8" : "");
     if (c.one_snake) {
       EXPECT_EQ(plan.section_bh, c.batch * c.heads) << what;
     } else {
