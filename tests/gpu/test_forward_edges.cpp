@@ -408,17 +408,19 @@ TEST(GpuPlanRule, WindowsAndChunksWithoutTheCounterRunOneSnake) {
     int64_t batch, seq, heads, dim, left, chunk;
     bool one_snake;
     bool fp8 = false;
+    bool causal = true;
   };
-  // fp8 (hdim 128 and 256: the ragged e4m3 kind, no counter): the same rule on one-byte K / V.
-  // The 8 x 8k x 32-head window-4096 call's running windows: 132 x (4096 + 128) keys x 256 bytes
-  // = 143 MB, past the L2.
+  // fp8 (the ragged e4m3 kind at hdim 128, no counter): one snake on every window and chunk,
+  // past the L2 bound too (8 x 8k x 32 heads, window 4096) and without the causal mask; a
+  // plain causal fp8 call keeps the sections.
   for (const C& c : {C{16, 1024, 16, 64, -1, 256, true}, C{8, 2048, 16, 64, -1, 512, true},
                      C{1, 32768, 16, 64, 1024, 0, true}, C{16, 4096, 32, 64, 1024, 0, true},
                      C{8, 8192, 32, 64, 4096, 0, false}, C{8, 2048, 16, 64, -1, 0, false},
                      C{8, 2048, 16, 128, -1, 512, false}, C{2, 32768, 16, 128, 1024, 0, false},
                      C{8, 2048, 16, 128, -1, 512, true, true}, C{2, 32768, 16, 128, 1024, 0, true, true},
                      C{4, 4096, 16, 128, 1024, 0, true, true},
-                     C{16, 4096, 32, 128, 1024, 0, true, true}, C{8, 8192, 32, 128, 4096, 0, false, true},
+                     C{16, 4096, 32, 128, 1024, 0, true, true}, C{8, 8192, 32, 128, 4096, 0, true, true},
+                     C{16, 1024, 16, 128, 256, 0, true, true, false},
                      C{8, 2048, 16, 128, -1, 0, false, true}}) {
     const DType t = c.fp8 ? DType::e4m3 : DType::bf16;
     Args a;
@@ -431,8 +433,9 @@ TEST(GpuPlanRule, WindowsAndChunksWithoutTheCounterRunOneSnake) {
       a.k_descale = make_tensor(fake(5), DType::f32, {c.batch, c.heads}, gpu);
       a.v_descale = make_tensor(fake(6), DType::f32, {c.batch, c.heads}, gpu);
     }
-    a.mask.causal = true;
+    a.mask.causal = c.causal;
     a.mask.window_left = c.left;
+    a.mask.window_right = c.causal || c.left < 0 ? -1 : c.left;
     a.mask.chunk_size = c.chunk;
     detail::Problem p;
     cuda::ForwardPlan plan;
