@@ -397,11 +397,11 @@ TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
   }
 }
 
-// plan.cpp: windows and chunks on a kernel without the counter (the three-warpgroup hdim-64
-// tile) run one snake over every (batch, head) pair where the running tiles share pairs or
-// their windows fit the L2 (8 x 8k x 32 heads, window 4096: neither, so sections); the same
-// calls at hdim 128 (the counter compiled) and a plain causal hdim-64 call keep the L2 rule's
-// sections.
+// plan.cpp: windows (causal or not) and chunks on a kernel without the counter (the
+// three-warpgroup hdim-64 tile) run one snake over every (batch, head) pair where the running
+// tiles share pairs or their windows fit the L2 (8 x 8k x 32 heads, window 4096, and 16 x 4k x
+// 32 heads, window (1024, 1024): neither, so sections); the same calls at hdim 128 (the counter
+// compiled) and a plain causal hdim-64 call keep the L2 rule's sections.
 TEST(GpuPlanRule, WindowsAndChunksWithoutTheCounterRunOneSnake) {
   const Device gpu{DeviceKind::cuda, 0};
   struct C {
@@ -420,7 +420,9 @@ TEST(GpuPlanRule, WindowsAndChunksWithoutTheCounterRunOneSnake) {
                      C{8, 2048, 16, 128, -1, 512, true, true}, C{2, 32768, 16, 128, 1024, 0, true, true},
                      C{4, 4096, 16, 128, 1024, 0, true, true},
                      C{16, 4096, 32, 128, 1024, 0, true, true}, C{8, 8192, 32, 128, 4096, 0, true, true},
-                     C{16, 1024, 16, 128, 256, 0, true, true, false},
+                     C{16, 1024, 16, 128, 256, 0, true, true, false}, C{4, 4096, 16, 64, 1024, 0, true, false, false},
+                     C{16, 4096, 32, 64, 1024, 0, false, false, false},
+                     C{16, 4096, 32, 128, 1024, 0, false, false, false},
                      C{8, 2048, 16, 128, -1, 0, false, true}}) {
     const DType t = c.fp8 ? DType::e4m3 : DType::bf16;
     Args a;
