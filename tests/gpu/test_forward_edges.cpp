@@ -398,10 +398,10 @@ TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
 }
 
 // plan.cpp: windows (causal or not) and chunks on a kernel without the counter (the
-// three-warpgroup hdim-64 tile) run one snake over every (batch, head) pair where the running
-// tiles share pairs or their windows fit the L2 (8 x 8k x 32 heads, window 4096, and 16 x 4k x
-// 32 heads, window (1024, 1024): neither, so sections); the same calls at hdim 128 (the counter
-// compiled) and a plain causal hdim-64 call keep the L2 rule's sections.
+// three-warpgroup hdim-64 tile, the fp8 kinds) run one snake over every (batch, head) pair,
+// also where the running tiles' windows exceed the L2 (8 x 8k x 32 heads, window 4096); the
+// same calls at hdim 128 bf16 (the counter compiled) and plain causal calls keep the L2 rule's
+// sections.
 TEST(GpuPlanRule, WindowsAndChunksWithoutTheCounterRunOneSnake) {
   const Device gpu{DeviceKind::cuda, 0};
   struct C {
@@ -410,18 +410,15 @@ TEST(GpuPlanRule, WindowsAndChunksWithoutTheCounterRunOneSnake) {
     bool fp8 = false;
     bool causal = true;
   };
-  // fp8 (the ragged e4m3 kind at hdim 128, no counter): one snake on every window and chunk,
-  // past the L2 bound too (8 x 8k x 32 heads, window 4096) and without the causal mask; a
-  // plain causal fp8 call keeps the sections.
   for (const C& c : {C{16, 1024, 16, 64, -1, 256, true}, C{8, 2048, 16, 64, -1, 512, true},
                      C{1, 32768, 16, 64, 1024, 0, true}, C{16, 4096, 32, 64, 1024, 0, true},
-                     C{8, 8192, 32, 64, 4096, 0, false}, C{8, 2048, 16, 64, -1, 0, false},
+                     C{8, 8192, 32, 64, 4096, 0, true}, C{8, 2048, 16, 64, -1, 0, false},
                      C{8, 2048, 16, 128, -1, 512, false}, C{2, 32768, 16, 128, 1024, 0, false},
                      C{8, 2048, 16, 128, -1, 512, true, true}, C{2, 32768, 16, 128, 1024, 0, true, true},
                      C{4, 4096, 16, 128, 1024, 0, true, true},
                      C{16, 4096, 32, 128, 1024, 0, true, true}, C{8, 8192, 32, 128, 4096, 0, true, true},
                      C{16, 1024, 16, 128, 256, 0, true, true, false}, C{4, 4096, 16, 64, 1024, 0, true, false, false},
-                     C{16, 4096, 32, 64, 1024, 0, false, false, false},
+                     C{16, 4096, 32, 64, 1024, 0, true, false, false},
                      C{16, 4096, 32, 128, 1024, 0, false, false, false},
                      C{8, 2048, 16, 128, -1, 0, false, true}}) {
     const DType t = c.fp8 ? DType::e4m3 : DType::bf16;
