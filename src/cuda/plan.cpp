@@ -227,24 +227,30 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
                                       sm90::dynamic_worth(key_blocks) ||
                                       (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)));
   // Windows (causal or not) and chunks where the kernel has no counter (tile_size.h
-  // dynamic_compiled: the three-warpgroup hdim-64 tile, the fp8 kinds): one snake over every
-  // pair instead of L2 sections. A tile reads only its window's or chunk's keys, so the
-  // sections buy little, while each section's partial snake round leaves CTAs idle on these
-  // flat or sawtooth tile costs. 16-bit calls take it where the running tiles share pairs
-  // (pairs <= grid) or their windows' K / V stay within twice the L2 together; past that,
-  // every running tile streams its own window from DRAM and the sections were faster. fp8
-  // calls take it on every window and chunk: it won past that bound too (docs/PERFORMANCE.md,
-  // "Windows and chunks without the counter", "Windows and chunks on one snake: fp8,
-  // non-causal, the L2 bound"). Not paged K/V: not measured there.
+  // dynamic_compiled: the three-warpgroup hdim-64 tile, the fp8 kinds): every pair in one
+  // section instead of L2 sections. A tile reads only its window's or chunk's keys, so the
+  // sections buy little. Causal (LPT): one snake over every pair, where each section's
+  // partial snake round left CTAs idle on these flat or sawtooth tile costs. Non-causal (no
+  // LPT): the order becomes q-block-major over the pairs (scheduler.cuh decode) instead of
+  // one-pair sections; measured faster too. Taken where the running tiles share pairs (pairs
+  // <= grid) or their windows' K / V (counted at 16 bits) stay within twice the L2 together;
+  // past that, every running tile streams its own window from DRAM and the sections were
+  // faster. fp8 causal calls take it past that bound too: they won there. Only where the
+  // window or chunk hides keys (a window as long as the keys is the plain mask's order).
+  // docs/PERFORMANCE.md, "Windows and chunks without the counter", "Windows and chunks on one
+  // snake: fp8, non-causal, the L2 bound". Not paged K/V: not measured there.
   if (ov.sections < 0 && !paged && (p.mask.chunk > 0 || sliding) && !sm90::dynamic_compiled(pl.kernel, tc, d, p.fp8)) {
     // A row's keys: the window's two sides (causal: none right of the diagonal), the chunk.
     const int64_t left = p.mask.window_left >= 0 ? p.mask.window_left : p.max_seq_k;
     const int64_t right = causal ? 0 : p.mask.window_right >= 0 ? p.mask.window_right : p.max_seq_k;
     int64_t span = std::min<int64_t>(left + right, p.max_seq_k);
     if (p.mask.chunk > 0) span = std::min<int64_t>(span, p.mask.chunk);
-    const int64_t kv_running = (std::min(pairs, grid) + p.group - 1) / p.group;
+    // kv heads among the running tiles (packed GQA: its pairs are kv heads already).
+    const int64_t group = pack ? 1 : p.group;
+    const int64_t kv_running = (std::min(pairs, grid) + group - 1) / group;
     const int64_t window_bytes = kv_running * (span + tc.block_m) * (p.dim_qk + p.dim_v) * 2;
-    if (p.fp8 || pairs <= grid || window_bytes <= 2 * l2_bytes) pl.section_bh = pairs;
+    if (span < p.max_seq_k && ((p.fp8 && causal) || pairs <= grid || window_bytes <= 2 * l2_bytes))
+      pl.section_bh = pairs;
   }
   // Causal on the dense kinds without the sectioned snake (hdim 256: bf16 / f16 and e4m3; fp8
   // dense_vt at 128; head dims below 256 that run on the 256 kernels take the feature kind and keep

@@ -422,7 +422,12 @@ TEST(GpuPlanRule, WindowsAndChunksWithoutTheCounterRunOneSnake) {
                      C{16, 1024, 16, 128, 256, 0, true, true, false}, C{4, 4096, 16, 64, 1024, 0, true, false, false},
                      C{16, 4096, 32, 64, 1024, 0, true, false, false}, C{8, 8192, 32, 64, 2048, 0, false, false, false},
                      C{16, 4096, 32, 128, 1024, 0, false, false, false},
-                     C{8, 2048, 16, 128, -1, 0, false, true}}) {
+                     C{8, 2048, 16, 128, -1, 0, false, true},
+                     // pairs <= grid with windows past twice the L2 (16 x (32768 + 192) keys x
+                     // 256 bytes = 135 MB): the one snake; a window that hides no key (fp8,
+                     // 4096 keys) and a non-causal fp8 window past the bound keep the sections.
+                     C{1, 65536, 16, 64, 32768, 0, true}, C{16, 4096, 32, 128, 4096, 0, false, true},
+                     C{8, 8192, 32, 128, 2048, 0, false, true, false}}) {
     const DType t = c.fp8 ? DType::e4m3 : DType::bf16;
     Args a;
     a.q = make_tensor(fake(0), t, {c.batch, c.seq, c.heads, c.dim}, gpu);

@@ -3,7 +3,8 @@
 // Tile ids enumerate L2 sections of (batch, head) pairs (schedule_rule.h: the budget rule),
 // query heads sharing a kv head adjacent (h = hk * group + g), then batch.
 // Uniform-cost tiles (non-causal): sections of one pair, so q-blocks of one head run
-// fastest and the CTAs running together read one head's K/V; dealt round-robin.
+// fastest and the CTAs running together read one head's K/V; dealt round-robin. (Non-causal
+// windows on the kinds without the counter: one section of every pair, q-block-major; plan.cpp.)
 // Causal (lpt): inside each section, longest tiles first (LPT), snake-dealt to balance CTAs.
 // Ragged batches (tile_list): a device list of (sequence, head, q-block) tiles, sequence-major
 // (sequences heaviest first, one kv head at a time; tile_list.cuh), snake-dealt or taken from

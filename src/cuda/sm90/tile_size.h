@@ -115,8 +115,8 @@ constexpr bool cp_compiled(Kernel k, const TileConfig& t, bool fp8, int head_dim
 
 // Dynamic tile assignment (scheduler.cuh DynamicTiles, used when FwdParams::tile_counter is
 // set) compiled in: 16-bit kernels with the sectioned LPT schedule and two consumer
-// warpgroups. The host plans with it too (plan.cpp: windows and chunks that want the counter
-// where it is not compiled run one snake over every pair). NOTES: not the three-warpgroup
+// warpgroups. The host plans with it too (plan.cpp: windows and chunks on kernels where it is
+// not compiled take every pair in one section). NOTES: not the three-warpgroup
 // hdim-64 tile (consumers at 160 registers spilled 4 bytes), nor the hdim-64 paged kernel (it
 // spilled 8 bytes); not fp8 yet (its V transposer would have to follow the published ids too).
 constexpr bool dynamic_compiled(Kernel k, const TileConfig& t, int head_dim, bool fp8) {
