@@ -3,7 +3,7 @@
 
 Usage: ncu -k regex:fwd_kernel -s 1 -c 1 --metrics ... python3 bench/gpu/once.py --lib LIB
        --batch 1 --seq 65536 --hq 32 --hk 8 --dim 128 [--causal] [--softcap 30 [--sinks]]
-       [--window 4096] [--overrides "sections=0"] [--fa3 DIR]
+       [--window 4096 [--window-right 4096]] [--overrides "sections=0"] [--fa3 DIR]
 --fp8 --cudnn runs cuDNN's fp8 SDPA graph (fp8.py, the .whl frontend; ncu -k regex:sm90|fmha|sdpa)
 on a shape of the same size instead. --fa3 DIR runs FA3's kernel (DIR/libdew_flash_attn3.so through JAX, as bench.py) on the same
 inputs instead of longattn's (ncu -k regex:flash).
@@ -31,6 +31,7 @@ ap.add_argument("--causal", action="store_true")
 ap.add_argument("--softcap", type=float, default=0.0)
 ap.add_argument("--sinks", action="store_true")
 ap.add_argument("--window", type=int, default=-1, help="left window (causal: keys before the diagonal)")
+ap.add_argument("--window-right", type=int, default=-1, help="right window (keys after the diagonal; not causal)")
 ap.add_argument("--overrides", default="", help="longattn_bench_set_overrides spec")
 ap.add_argument("--fp8", action="store_true", help="e4m3 q / k / v (descales 1), bf16 out")
 ap.add_argument("--fa3", default="", help="run FA3's kernel from DIR instead (plain masks, bf16)")
@@ -45,7 +46,7 @@ if a.fa3:
     from peers import FA3  # noqa: E402
     from shapes import Case  # noqa: E402
     fa3 = FA3(a.fa3)
-    c = Case(a.batch, a.seq, a.seq, a.hq, a.hk, a.dim, a.causal, wl=a.window)
+    c = Case(a.batch, a.seq, a.seq, a.hq, a.hk, a.dim, a.causal, wl=a.window, wr=a.window_right)
     f = fa3.dense_fn(c)
     js = (fa3.to_jax(q), fa3.to_jax(k), fa3.to_jax(v))
     for _ in range(2):
@@ -76,7 +77,7 @@ with la.overrides(a.overrides):
         if a.fp8:
             la.fp8(q8, k8, v8, o, ones, ones, ones, a.causal)
         else:
-            la.dense(q, k, v, o, a.causal, softcap=a.softcap, sinks=sinks, wl=a.window)
+            la.dense(q, k, v, o, a.causal, softcap=a.softcap, sinks=sinks, wl=a.window, wr=a.window_right)
 torch.cuda.synchronize()
 assert not torch.isnan(o).any().item(), "unwritten output"
 print(f"once: ok (overrides '{a.overrides}')")

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "cuda/fp8_vt.h"
 #include "cuda/sm90/fp8_scale.h"
@@ -213,19 +214,37 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
   pl.list_items = p.batch * pl.num_m_blocks;
   if (p.q_ragged) pl.list_items = std::min(pl.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);
-  // The counter: long tiles (schedule_rule.h dynamic_worth), chunked masks (their tile cost is
-  // a sawtooth over the q-blocks, not the causal ramp the snake assumes), causal sliding windows
-  // (a flat cost, on which the snake's partial round of each section leaves CTAs idle:
-  // docs/PERFORMANCE.md, "Windows and chunks: the dynamic counter, the anchor") and ragged tile
-  // lists (sequence-major: a cost sawtooth too).
-  // And calls that share the GPU (Args::sm_margin): the kernels beside them start and end at
-  // their own times, so the CTAs do not start or run together as the static snake assumes,
-  // and its sections, chosen for whole rounds of the grid, balance worse on such grids
-  // (schedule_rule.h dynamic_on_shared_gpu).
+  // The counter: long causal tiles (schedule_rule.h dynamic_worth), chunked masks (their tile
+  // cost is a sawtooth over the q-blocks, not the causal ramp the snake assumes), sliding
+  // windows (causal: a flat cost, on which the snake's partial round of each section leaves
+  // CTAs idle: docs/PERFORMANCE.md, "Windows and chunks: the dynamic counter, the anchor";
+  // not causal: where the round-robin deal of the edge q-blocks, which see fewer keys, leaves
+  // CTAs unbalanced, schedule_rule.h deal_unbalanced) and ragged tile lists (sequence-major: a
+  // cost sawtooth too).
+  // And causal calls that share the GPU (Args::sm_margin): the kernels beside them start and
+  // end at their own times, so the CTAs do not start or run together as the static snake
+  // assumes, and its sections, chosen for whole rounds of the grid, balance worse on such
+  // grids (schedule_rule.h dynamic_on_shared_gpu). Plain non-causal calls keep the
+  // round-robin deal: their tiles cost the same.
   const int64_t key_blocks = (p.max_seq_k + tc.block_n - 1) / tc.block_n;
-  pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || (sliding && causal) || pl.tile_list ||
-                                      sm90::dynamic_worth(key_blocks) ||
-                                      (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)));
+  bool both_sided = false;  // a both-sided window whose static deal is unbalanced
+  if (sliding && !causal && p.mask.chunk == 0 && !pl.tile_list && !cp &&
+      sm90::dynamic_compiled(pl.kernel, tc, d, p.fp8)) {
+    // Key blocks per q-block (rows_per_tile positions; every pair alike: the dense extents).
+    std::vector<int64_t> blocks(size_t(pl.num_m_blocks));
+    const int64_t off = p.mask.offset(p.max_seq_q, p.max_seq_k);
+    for (int64_t m = 0; m < pl.num_m_blocks; ++m) {
+      const int64_t r0 = m * rows_per_tile, r1 = std::min(p.max_seq_q, r0 + rows_per_tile) - 1;
+      int64_t lo, hi, lo1, hi1;
+      detail::visible_range(p.mask, r0 + off, p.max_seq_k, &lo, &hi);
+      detail::visible_range(p.mask, r1 + off, p.max_seq_k, &lo1, &hi1);
+      blocks[size_t(m)] = hi1 > lo ? (hi1 + tc.block_n - 1) / tc.block_n - lo / tc.block_n : 0;
+    }
+    both_sided = sm90::deal_unbalanced(blocks, pairs, grid);
+  }
+  pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || (sliding && (causal || both_sided)) || pl.tile_list ||
+                                      (causal && (sm90::dynamic_worth(key_blocks) ||
+                                                  (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)))));
   // Windows (causal or not) and chunks where the kernel has no counter (tile_size.h
   // dynamic_compiled: the three-warpgroup hdim-64 tile, the fp8 kinds): every pair in one
   // section instead of L2 sections. A tile reads only its window's or chunk's keys, so the

@@ -299,6 +299,10 @@ TEST_F(GpuBatchInvariance, StaticAndDynamicAssignmentMatchReference) {
     Shape s = S(2, 3000, 3000, 8, 2, 128, true);
     s.window_left = 500;
     shapes.push_back(s);
+    s = S(2, 2900, 3100, 8, 2, 128, false);  // both-sided: the counter without LPT
+    s.window_left = 300;
+    s.window_right = 170;
+    shapes.push_back(s);
   }
   for (int64_t d : {64, 128}) {
     Shape s = S(1, 1, 1, 4, 2, d, true);
@@ -345,8 +349,13 @@ TEST_F(GpuBatchInvariance, ManySmallTiles) {
   Shape ragged64 = ragged;  // the hdim-64 ragged kernel (128 x 128, dynamic compiled in)
   ragged64.dim = 64;
   ragged64.seed = 10;
+  Shape windowed = dense;  // both-sided window, no causal mask: the counter without LPT
+  windowed.causal = false;
+  windowed.window_left = 40;
+  windowed.window_right = 25;
+  windowed.seed = 11;
   for (bool dyn : {true, false}) {
-    for (Shape s : {dense, ragged, ragged64}) {
+    for (Shape s : {dense, ragged, ragged64, windowed}) {
       s.ov.dynamic = dyn ? detail::Force::on : detail::Force::off;
       const gputest::CheckResult r = gputest::run_case(s);
       EXPECT_TRUE(r.failure.empty()) << s.name() << " dynamic=" << dyn << ": " << r.failure;

@@ -365,9 +365,13 @@ TEST(GpuPlanRule, SmMarginLongTilesTakeTheCounter) {
   }
 }
 
-// plan.cpp's dynamic-counter rule for causal masks whose tile cost is not the causal ramp:
-// sliding windows and chunks take the counter; plain causal calls of the same length keep the
-// static snake, and so do both-sided windows without a causal mask (no LPT order to correct).
+// plan.cpp's dynamic-counter rule for masks whose tile cost is not the causal ramp: causal
+// sliding windows and chunks take the counter; both-sided windows where the static deal is
+// unbalanced in the scheduler's model (schedule_rule.h deal_unbalanced: the rows measured
+// faster with the counter, batch 16 x 1k, 1 x 8k, 1 x 16k) and not where it is balanced
+// (the rows measured slower: 8 x 2k, 4 x 4k, 16 x 4k x 32 heads) or within two rounds of
+// tiles; plain calls of the same length keep the static order, causal or not (a non-causal
+// call past dynamic_worth's length too: its tiles cost the same).
 TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
   const Device gpu{DeviceKind::cuda, 0};
   struct C {
@@ -375,15 +379,21 @@ TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
     bool causal;
     int64_t left, right, chunk;
     bool dynamic;
+    int64_t batch = 1, heads = 16;
   };
   for (const C& c : {C{65536, true, 4096, -1, 0, true}, C{32768, true, 1024, -1, 0, true},
-                     C{16384, false, 2048, 2048, 0, false}, C{8192, true, -1, -1, 2048, true},
-                     C{8192, true, -1, -1, 0, false}}) {
+                     C{16384, false, 2048, 2048, 0, true}, C{8192, false, 1024, 1024, 0, true},
+                     C{1024, false, 256, 256, 0, true, 16}, C{2048, false, 256, 256, 0, false, 8},
+                     C{4096, false, 1024, 1024, 0, false, 4}, C{4096, false, 128, 128, 0, false, 16, 32},
+                     C{1024, false, 256, 256, 0, false},  // 128 tiles: within two rounds
+                     C{8192, true, -1, -1, 2048, true}, C{8192, true, -1, -1, 0, false},
+                     C{8192, false, -1, -1, 0, false}, C{262144, false, -1, -1, 0, false},
+                     C{262144, true, -1, -1, 0, true}}) {
     Args a;
-    a.q = make_tensor(fake(0), DType::bf16, {1, c.seq, 16, 128}, gpu);
-    a.k = make_tensor(fake(1), DType::bf16, {1, c.seq, 16, 128}, gpu);
-    a.v = make_tensor(fake(2), DType::bf16, {1, c.seq, 16, 128}, gpu);
-    a.out = make_tensor(fake(3), DType::bf16, {1, c.seq, 16, 128}, gpu);
+    a.q = make_tensor(fake(0), DType::bf16, {c.batch, c.seq, c.heads, 128}, gpu);
+    a.k = make_tensor(fake(1), DType::bf16, {c.batch, c.seq, c.heads, 128}, gpu);
+    a.v = make_tensor(fake(2), DType::bf16, {c.batch, c.seq, c.heads, 128}, gpu);
+    a.out = make_tensor(fake(3), DType::bf16, {c.batch, c.seq, c.heads, 128}, gpu);
     a.mask.causal = c.causal;
     a.mask.window_left = c.left;
     a.mask.window_right = c.right;

@@ -54,10 +54,12 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
   }
   const int64_t grid = p.num_tiles < a.num_sms ? p.num_tiles : a.num_sms;
   // Dynamic only with more than two rounds of tiles: below that it cannot balance better than
-  // the snake, and the counter costs a memset and an allocation on the stream.
+  // the snake, and the counter costs a memset and an allocation on the stream. The ids keep
+  // the static order (LPT sections, or q-blocks fastest without LPT): the counter only
+  // changes which CTA runs a tile.
   // NOTES: not with a paged producer team (page_math.h paged_team > 1): its threads each run
   // the schedule, and only one could take ids from the counter.
-  if constexpr (Cfg::kDynamic) want_dynamic = a.dynamic && p.lpt && p.num_tiles > 2 * grid && p.paged_mode == kPagedTma;
+  if constexpr (Cfg::kDynamic) want_dynamic = a.dynamic && p.num_tiles > 2 * grid && p.paged_mode == kPagedTma;
   // The sectioned causal order as a list (kSectionList): `sec` holds the rule's sections; the
   // kernel then takes ids k * grid + c (no snake) and reads the list's entries.
   bool want_slist = false;

@@ -167,6 +167,31 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
 // tile times that the snake's cost model ignores.
 inline bool dynamic_worth(int64_t max_key_blocks) { return max_key_blocks >= 1536; }
 
+// Both-sided windows (no causal mask) on the kinds that compile the counter (plan.cpp): the
+// counter only where the static deal leaves the CTAs unbalanced. Without LPT, CTA c runs ids
+// c, c + g, c + 2g, ... with one pair's q-blocks fastest, so with g close to a multiple of the
+// q-blocks per pair each CTA gets the same few q-blocks of every pair, and a window's edge
+// q-blocks see fewer keys (batch 1 x 16k, window (2048, 2048): modelled 1.10x the mean load).
+// `blocks[m]`: the key blocks q-block m visits (the same for every pair of a uniform batch);
+// a tile costs them plus kTileFixedBlocks. The counter's max load is taken as the mean plus
+// half a mean tile (it ends within about a tile of the mean), and it must win 2% in this
+// model: below that the counter's own cost (the producer's atomic before each tile's Q load)
+// ate the gain (docs/PERFORMANCE.md, "Both-sided windows on the counter"). One add per tile;
+// calls of more than 2^17 tiles keep the deal (their many rounds balance it).
+inline bool deal_unbalanced(const std::vector<int64_t>& blocks, int64_t pairs, int64_t grid) {
+  const int64_t nm = int64_t(blocks.size()), n = pairs * nm;
+  if (nm == 0 || grid <= 0 || n <= 2 * grid || n > (int64_t(1) << 17)) return false;
+  std::vector<int64_t> load(size_t(grid), 0);
+  int64_t total = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t c = blocks[size_t(t % nm)] + kTileFixedBlocks;
+    load[size_t(t % grid)] += c;
+    total += c;
+  }
+  const double mean = double(total) / double(grid), tile = double(total) / double(n);
+  return double(*std::max_element(load.begin(), load.end())) >= 1.02 * (mean + tile / 2);
+}
+
 // With Args::sm_margin (a grid smaller than the device, other kernels on the free SMs), from
 // 128 key blocks (16k keys at block_n 128) on: there the counter's latency is small next to a
 // tile (it lost 3% at 8k on the full grid), while the static snake's sections, chosen for the

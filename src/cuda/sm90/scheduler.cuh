@@ -14,9 +14,10 @@
 // the list may deal each section from a rotating first CTA (rotated_tile_id, rotation_rule).
 // Persistent grid of #SMs CTAs (no gridDim.y/z); producer and consumers of a CTA walk the
 // same deterministic tile sequence, so no tile ids cross between them.
-// Dynamic assignment (LPT kernels of hdim 64 / 128, p.tile_counter set): the CTAs take tile
-// ids from one atomic counter in id order instead of the static snake, so a CTA that drew
-// short tiles takes more and the tail does not idle SMs; see DynamicTiles. NOTES: an
+// Dynamic assignment (kernels of hdim 64 / 128 with two consumer warpgroups, p.tile_counter
+// set): the CTAs take tile ids from one atomic counter in id order instead of the static snake
+// (or, without LPT, the round-robin deal), so a CTA that drew short tiles takes more and the
+// tail does not idle SMs; see DynamicTiles. NOTES: an
 // earlier version made ptxas spill the hdim-256 consumer (156 bytes at 232 registers), so
 // hdim 256 (TileConfig::lpt_sections false) keeps a static order (the snake or its list).
 // The kernel only sees tile_id() / decode() / DynamicTiles.
