@@ -214,7 +214,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // Live items <= batch x q-blocks of the longest; packed queries: <= total_q / block_m + batch.
   pl.list_items = p.batch * pl.num_m_blocks;
   if (p.q_ragged) pl.list_items = std::min(pl.list_items, (a.q.shape[0] + tc.block_m - 1) / tc.block_m + p.batch);
-  // The counter: long causal tiles (schedule_rule.h dynamic_worth), chunked masks (their tile
+  // The counter: long causal tiles (schedule_rule.h dynamic_worth), causal chunks (their tile
   // cost is a sawtooth over the q-blocks, not the causal ramp the snake assumes), sliding
   // windows (causal: a flat cost, on which the snake's partial round of each section leaves
   // CTAs idle: docs/PERFORMANCE.md, "Windows and chunks: the dynamic counter, the anchor";
@@ -225,7 +225,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // end at their own times, so the CTAs do not start or run together as the static snake
   // assumes, and its sections, chosen for whole rounds of the grid, balance worse on such
   // grids (schedule_rule.h dynamic_on_shared_gpu). Plain non-causal calls keep the
-  // round-robin deal: their tiles cost the same.
+  // round-robin deal (their tiles cost the same), and so do non-causal chunks (not measured
+  // with the counter; the launch needed LPT for it until session 26).
   const int64_t key_blocks = (p.max_seq_k + tc.block_n - 1) / tc.block_n;
   bool both_sided = false;  // a both-sided window whose static deal is unbalanced
   if (sliding && !causal && p.mask.chunk == 0 && !pl.tile_list && !cp &&
@@ -242,7 +243,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     }
     both_sided = sm90::deal_unbalanced(blocks, pairs, grid);
   }
-  pl.dynamic = decide(ov.dynamic, p.mask.chunk > 0 || (sliding && (causal || both_sided)) || pl.tile_list ||
+  pl.dynamic = decide(ov.dynamic, (p.mask.chunk > 0 && causal) || (sliding && (causal || both_sided)) || pl.tile_list ||
                                       (causal && (sm90::dynamic_worth(key_blocks) ||
                                                   (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)))));
   // Windows (causal or not) and chunks where the kernel has no counter (tile_size.h

@@ -589,6 +589,60 @@ TEST(TileScheduler, SharedGpuGridsTakeTheCounter) {
   }
 }
 
+// deal_unbalanced (plan.cpp's counter rule for both-sided windows) against the deal itself:
+// the kernel's non-causal order (one-pair sections, q-blocks fastest, CTA c's k-th id k g + c)
+// walked tile by tile with TileScheduler, the per-CTA loads summed, and the rule's inequality
+// (the largest load >= 1.02 x (mean + half a mean tile)) evaluated on them, on random q-block
+// costs, pair counts and grids; it must agree with the closed-form periods every time. And
+// the measured rows (docs/PERFORMANCE.md, "Both-sided windows on the counter"): the counter for
+// 16 x 1k (256, 256) and 1 x 16k (2048, 2048), not for 8 x 2k (256, 256).
+TEST(TileScheduler, DealUnbalancedMatchesTheDeal) {
+  std::mt19937_64 rng(26);
+  int taken = 0;
+  for (int it = 0; it < 2000; ++it) {
+    const int64_t nm = 1 + int64_t(rng() % 70), pairs = 1 + int64_t(rng() % 60);
+    const int64_t grid = std::min<int64_t>(1 + int64_t(rng() % 140), pairs * nm);
+    std::vector<int64_t> blocks(static_cast<size_t>(nm));
+    for (int64_t& b : blocks) b = int64_t(rng() % 40);
+    FwdParams p;
+    p.batch = 1;
+    p.heads_q = pairs;
+    p.num_m_blocks = nm;
+    p.num_tiles = pairs * nm;
+    p.lpt = 0;
+    p.section_bh = 1;
+    fill_schedule_constants(&p, grid);
+    int64_t total = 0, worst = 0;
+    for (int64_t c = 0; c < grid; ++c) {
+      int64_t load = 0;
+      for (int64_t k = 0;; ++k) {
+        const int64_t t = TileScheduler::tile_id<true>(p, k, uint32_t(grid), uint32_t(c));
+        if (t < 0) break;
+        load += blocks[size_t(TileScheduler::decode(p, t).m_block)] + kTileFixedBlocks;
+      }
+      total += load;
+      worst = std::max(worst, load);
+    }
+    const int64_t n = pairs * nm;
+    const bool want = n > 2 * grid && double(worst) >= 1.02 * (double(total) / double(grid) +
+                                                                double(total) / double(n) / 2);
+    ASSERT_EQ(deal_unbalanced(blocks, pairs, grid), want) << pairs << " pairs of " << nm << " on " << grid;
+    taken += want;
+  }
+  EXPECT_GT(taken, 100);  // both answers occur
+  auto window = [](int64_t seq, int64_t w) {  // key blocks per 128-row q-block, window (w, w)
+    std::vector<int64_t> b;
+    for (int64_t r0 = 0; r0 < seq; r0 += 128) {
+      const int64_t lo = std::max<int64_t>(0, r0 - w), hi = std::min(seq, r0 + 127 + w + 1);
+      b.push_back((hi + 127) / 128 - lo / 128);
+    }
+    return b;
+  };
+  EXPECT_TRUE(deal_unbalanced(window(1024, 256), 16 * 16, 132));
+  EXPECT_TRUE(deal_unbalanced(window(16384, 2048), 16, 132));
+  EXPECT_FALSE(deal_unbalanced(window(2048, 256), 8 * 16, 132));
+}
+
 // Split-KV rule: only calls with tiles < half the SMs, about one wave of tiles, >= 16 key
 // blocks per split, at most 16 splits.
 TEST(TileScheduler, SplitKvRule) {

@@ -176,20 +176,39 @@ inline bool dynamic_worth(int64_t max_key_blocks) { return max_key_blocks >= 153
 // a tile costs them plus kTileFixedBlocks. The counter's max load is taken as the mean plus
 // half a mean tile (it ends within about a tile of the mean), and it must win 2% in this
 // model: below that the counter's own cost (the producer's atomic before each tile's Q load)
-// ate the gain (docs/PERFORMANCE.md, "Both-sided windows on the counter"). One add per tile;
-// calls of more than 2^17 tiles keep the deal (their many rounds balance it).
+// ate the gain (docs/PERFORMANCE.md, "Both-sided windows on the counter").
+// Host work: CTA c's q-blocks repeat with period P = nm / gcd(g mod nm, nm) in its tile index,
+// so its load is whole periods plus a prefix of one: min(P, its tiles) steps per CTA (16 x 1k:
+// 2 each; 1 x 16k: 16). Calls of more than 2^16 tiles keep the deal: their CTAs run hundreds
+// of tiles each, nearly whole periods, which balances them.
 inline bool deal_unbalanced(const std::vector<int64_t>& blocks, int64_t pairs, int64_t grid) {
   const int64_t nm = int64_t(blocks.size()), n = pairs * nm;
-  if (nm == 0 || grid <= 0 || n <= 2 * grid || n > (int64_t(1) << 17)) return false;
-  std::vector<int64_t> load(size_t(grid), 0);
-  int64_t total = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t c = blocks[size_t(t % nm)] + kTileFixedBlocks;
-    load[size_t(t % grid)] += c;
-    total += c;
+  if (nm == 0 || grid <= 0 || n <= 2 * grid || n > (int64_t(1) << 16)) return false;
+  const int64_t step = grid % nm;
+  int64_t a = nm, b = step;  // gcd(step, nm); step 0: period 1
+  while (b != 0) {
+    const int64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  const int64_t period = nm / a;
+  int64_t total = 0, worst = 0;
+  for (int64_t c = 0; c < grid; ++c) {
+    const int64_t tiles = (n - c + grid - 1) / grid;  // ids c, c + g, ... below n
+    const int64_t walk = std::min(tiles, period), rest = tiles % period;
+    int64_t sum = 0, prefix = 0;  // one period (or all of c's tiles), and its first `rest` tiles
+    for (int64_t k = 0, m = c % nm; k < walk; ++k) {
+      if (k == rest) prefix = sum;
+      sum += blocks[size_t(m)] + kTileFixedBlocks;
+      m += step;
+      if (m >= nm) m -= nm;
+    }
+    const int64_t load = tiles < period ? sum : (tiles / period) * sum + prefix;
+    total += load;
+    worst = std::max(worst, load);
   }
   const double mean = double(total) / double(grid), tile = double(total) / double(n);
-  return double(*std::max_element(load.begin(), load.end())) >= 1.02 * (mean + tile / 2);
+  return double(worst) >= 1.02 * (mean + tile / 2);
 }
 
 // With Args::sm_margin (a grid smaller than the device, other kernels on the free SMs), from
