@@ -25,7 +25,7 @@ struct Overrides {
   int64_t sections = -1;                  // (batch, head) pairs per L2 section; 0: one section of all; -1: rule
   int64_t kv_splits = -1;                 // split-KV of dense batch-1 calls; 0 or 1: none; -1: rule
   Force tile_list = Force::rule;          // ragged: the device tile list (on) or the padded grid (off)
-  Force dynamic = Force::rule;            // the atomic tile counter where compiled (on) or the static snake
+  Force dynamic = Force::rule;            // the atomic tile counter where compiled (on) or the static order (snake or deal)
   // Causal on the dense kinds without the sectioned snake (hdim 256): the L2-sectioned LPT
   // order as a device tile list built before the launch (on) or the one global snake.
   Force section_list = Force::rule;

@@ -228,22 +228,25 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // round-robin deal (their tiles cost the same), and so do non-causal chunks (not measured
   // with the counter; the launch needed LPT for it until session 26).
   const int64_t key_blocks = (p.max_seq_k + tc.block_n - 1) / tc.block_n;
-  bool both_sided = false;  // a both-sided window whose static deal is unbalanced
-  if (sliding && !causal && p.mask.chunk == 0 && !pl.tile_list && !cp &&
-      sm90::dynamic_compiled(pl.kernel, tc, d, p.fp8)) {
-    // Key blocks per q-block (rows_per_tile positions; every pair alike: the dense extents).
+  // A both-sided window (both sides bounded, no causal mask or chunk: what was measured) whose
+  // static deal is unbalanced; one-sided non-causal windows keep the deal.
+  bool both_sided = false;
+  if (!causal && p.mask.window_left >= 0 && p.mask.window_right >= 0 && p.mask.chunk == 0 && !pl.tile_list &&
+      !cp && sm90::dynamic_compiled(pl.kernel, tc, d, p.fp8) && sm90::deal_in_reach(pairs * pl.num_m_blocks, grid)) {
+    // Key blocks per q-block, as the kernel visits them (mask.cuh block_range: from the first
+    // row's lowest key to the last row's highest, none where that is empty); rows_per_tile
+    // positions; every pair alike (the dense extents).
     std::vector<int64_t> blocks(size_t(pl.num_m_blocks));
     const int64_t off = p.mask.offset(p.max_seq_q, p.max_seq_k);
     for (int64_t m = 0; m < pl.num_m_blocks; ++m) {
-      const int64_t r0 = m * rows_per_tile, r1 = std::min(p.max_seq_q, r0 + rows_per_tile) - 1;
-      int64_t lo, hi, lo1, hi1;
-      detail::visible_range(p.mask, r0 + off, p.max_seq_k, &lo, &hi);
-      detail::visible_range(p.mask, r1 + off, p.max_seq_k, &lo1, &hi1);
-      blocks[size_t(m)] = hi1 > lo ? (hi1 + tc.block_n - 1) / tc.block_n - lo / tc.block_n : 0;
+      const int64_t first = m * rows_per_tile + off, last = std::min(p.max_seq_q, (m + 1) * rows_per_tile) - 1 + off;
+      const int64_t lo = std::max<int64_t>(0, first - p.mask.window_left);
+      const int64_t hi = std::min(p.max_seq_k, last + p.mask.window_right + 1);
+      blocks[size_t(m)] = hi > lo ? (hi + tc.block_n - 1) / tc.block_n - lo / tc.block_n : 0;
     }
     both_sided = sm90::deal_unbalanced(blocks, pairs, grid);
   }
-  pl.dynamic = decide(ov.dynamic, (p.mask.chunk > 0 && causal) || (sliding && (causal || both_sided)) || pl.tile_list ||
+  pl.dynamic = decide(ov.dynamic, (p.mask.chunk > 0 && causal) || (sliding && causal) || both_sided || pl.tile_list ||
                                       (causal && (sm90::dynamic_worth(key_blocks) ||
                                                   (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)))));
   // Windows (causal or not) and chunks where the kernel has no counter (tile_size.h

@@ -370,8 +370,9 @@ TEST(GpuPlanRule, SmMarginLongTilesTakeTheCounter) {
 // unbalanced in the scheduler's model (schedule_rule.h deal_unbalanced: the rows measured
 // faster with the counter, batch 16 x 1k, 1 x 8k, 1 x 16k) and not where it is balanced
 // (the rows measured slower: 8 x 2k, 4 x 4k, 16 x 4k x 32 heads) or within two rounds of
-// tiles; plain calls of the same length keep the static order, causal or not (a non-causal
-// call past dynamic_worth's length too: its tiles cost the same).
+// tiles, and one-sided windows without a causal mask keep the deal; plain calls of the same
+// length keep the static order, causal or not (a non-causal call past dynamic_worth's length
+// too: its tiles cost the same).
 TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
   const Device gpu{DeviceKind::cuda, 0};
   struct C {
@@ -386,6 +387,8 @@ TEST(GpuPlanRule, WindowsAndChunksTakeTheCounter) {
                      C{1024, false, 256, 256, 0, true, 16}, C{2048, false, 256, 256, 0, false, 8},
                      C{4096, false, 1024, 1024, 0, false, 4}, C{4096, false, 128, 128, 0, false, 16, 32},
                      C{1024, false, 256, 256, 0, false},  // 128 tiles: within two rounds
+                     C{16384, false, 2048, -1, 0, false},  // one-sided, not causal: not measured
+                     C{16384, false, -1, 2048, 0, false}, C{4096, false, 1024, -1, 0, false, 4},
                      C{8192, true, -1, -1, 2048, true}, C{8192, true, -1, -1, 0, false},
                      C{8192, false, -1, -1, 0, false}, C{262144, false, -1, -1, 0, false},
                      C{262144, true, -1, -1, 0, true}}) {

@@ -181,9 +181,14 @@ inline bool dynamic_worth(int64_t max_key_blocks) { return max_key_blocks >= 153
 // so its load is whole periods plus a prefix of one: min(P, its tiles) steps per CTA (16 x 1k:
 // 2 each; 1 x 16k: 16). Calls of more than 2^16 tiles keep the deal: their CTAs run hundreds
 // of tiles each, nearly whole periods, which balances them.
+// Tiles where deal_unbalanced can say yes (the caller checks before building `blocks`): more
+// than two rounds (the launch's condition for the counter), at most 2^16.
+inline bool deal_in_reach(int64_t tiles, int64_t grid) {
+  return grid > 0 && tiles > 2 * grid && tiles <= (int64_t(1) << 16);
+}
 inline bool deal_unbalanced(const std::vector<int64_t>& blocks, int64_t pairs, int64_t grid) {
   const int64_t nm = int64_t(blocks.size()), n = pairs * nm;
-  if (nm == 0 || grid <= 0 || n <= 2 * grid || n > (int64_t(1) << 16)) return false;
+  if (nm == 0 || !deal_in_reach(n, grid)) return false;
   const int64_t step = grid % nm;
   int64_t a = nm, b = step;  // gcd(step, nm); step 0: period 1
   while (b != 0) {
