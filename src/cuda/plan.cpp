@@ -246,8 +246,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     }
     both_sided = sm90::deal_unbalanced(blocks, pairs, grid);
   }
-  pl.dynamic = decide(ov.dynamic, (p.mask.chunk > 0 && causal) || (sliding && causal) || both_sided || pl.tile_list ||
-                                      (causal && (sm90::dynamic_worth(key_blocks) ||
+  pl.dynamic = decide(ov.dynamic, both_sided || pl.tile_list ||
+                                      (causal && (p.mask.chunk > 0 || sliding || sm90::dynamic_worth(key_blocks) ||
                                                   (a.sm_margin > 0 && sm90::dynamic_on_shared_gpu(key_blocks)))));
   // Windows (causal or not) and chunks where the kernel has no counter (tile_size.h
   // dynamic_compiled: the three-warpgroup hdim-64 tile, the fp8 kinds): every pair in one

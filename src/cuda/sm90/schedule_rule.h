@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "common/mask_rule.h"  // LONGATTN_HD
@@ -167,6 +168,12 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
 // tile times that the snake's cost model ignores.
 inline bool dynamic_worth(int64_t max_key_blocks) { return max_key_blocks >= 1536; }
 
+// Tiles where deal_unbalanced can say yes (the caller checks before building `blocks`): more
+// than two rounds (the launch's condition for the counter), at most 2^16 (below).
+inline bool deal_in_reach(int64_t tiles, int64_t grid) {
+  return grid > 0 && tiles > 2 * grid && tiles <= (int64_t(1) << 16);
+}
+
 // Both-sided windows (no causal mask) on the kinds that compile the counter (plan.cpp): the
 // counter only where the static deal leaves the CTAs unbalanced. Without LPT, CTA c runs ids
 // c, c + g, c + 2g, ... with one pair's q-blocks fastest, so with g close to a multiple of the
@@ -181,22 +188,11 @@ inline bool dynamic_worth(int64_t max_key_blocks) { return max_key_blocks >= 153
 // so its load is whole periods plus a prefix of one: min(P, its tiles) steps per CTA (16 x 1k:
 // 2 each; 1 x 16k: 16). Calls of more than 2^16 tiles keep the deal: their CTAs run hundreds
 // of tiles each, nearly whole periods, which balances them.
-// Tiles where deal_unbalanced can say yes (the caller checks before building `blocks`): more
-// than two rounds (the launch's condition for the counter), at most 2^16.
-inline bool deal_in_reach(int64_t tiles, int64_t grid) {
-  return grid > 0 && tiles > 2 * grid && tiles <= (int64_t(1) << 16);
-}
 inline bool deal_unbalanced(const std::vector<int64_t>& blocks, int64_t pairs, int64_t grid) {
   const int64_t nm = int64_t(blocks.size()), n = pairs * nm;
   if (nm == 0 || !deal_in_reach(n, grid)) return false;
   const int64_t step = grid % nm;
-  int64_t a = nm, b = step;  // gcd(step, nm); step 0: period 1
-  while (b != 0) {
-    const int64_t r = a % b;
-    a = b;
-    b = r;
-  }
-  const int64_t period = nm / a;
+  const int64_t period = nm / std::gcd(step, nm);  // step 0: period 1
   int64_t total = 0, worst = 0;
   for (int64_t c = 0; c < grid; ++c) {
     const int64_t tiles = (n - c + grid - 1) / grid;  // ids c, c + g, ... below n
