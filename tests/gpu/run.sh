@@ -40,7 +40,8 @@
 #             (env) go to the script (e.g. "--skip ab --heads 32/32")
 #   ncutile   ncu --set full of longattn's and FA3's kernels (NCU_SHAPES: once.py flag lists
 #             split at '|'; default causal 8 x 2k, 16 heads, hdim 128): both kernels' details in
-#             $OUT/ncu_details.txt, longattn's per-SASS-instruction samples (first shape) in $OUT/ncu_source.csv.gz
+#             $OUT/ncu_details.txt; both kernels' per-SASS-instruction samples of the first
+#             NCU_SOURCES shapes (default 1) in $OUT/ncu_source_{longattn,fa3}_N.csv.gz
 #   ncufp8    ncu --set full of the fp8 kernel and cuDNN's fp8 kernel (NCU_FP8_SHAPE), details and
 #             every warp-stall metric side by side in $OUT/ncu_fp8_stalls.txt, both kernels'
 #             per-SASS-instruction samples in $OUT/ncu_fp8_source_{longattn,cudnn}.csv.gz (issue 21)
@@ -268,9 +269,10 @@ for st in $STAGES; do
           ncu --set full --import-source no --kernel-name-base demangled -k $K -s 1 -c 1 -f -o "$LOGS/ncu_${who}_$n" \
             python3 bench/gpu/once.py --lib "$BIN/liblongattn_capi.so" $SH $X >>"$LOGS/ncutile.log" 2>&1
           { echo "== $who: $SH"; ncu -i "$LOGS/ncu_${who}_$n.ncu-rep" --page details; } >>"$OUT/ncu_details.txt" 2>&1
+          [ $n -le "${NCU_SOURCES:-1}" ] &&
+            ncu -i "$LOGS/ncu_${who}_$n.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip >"$OUT/ncu_source_${who}_$n.csv.gz"
         done
       done
-      ncu -i "$LOGS/ncu_longattn_1.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip >"$OUT/ncu_source.csv.gz"
       tail -20 "$LOGS/ncutile.log" >>"$LOG"
       grep -E "^==|Duration|Registers Per|Executed Ipc A|Issue Slots Busy" "$OUT/ncu_details.txt" | tee -a "$SUM" ;;
     ncufp8)
