@@ -10,6 +10,11 @@ mixes and where their warps stall.
       key block, ... show up as separate execution counts (lines x count)
   python3 ncu_sass.py stalls FILE OPCODE [OPCODE ...]
       the stall reasons of the lines whose opcode starts with each OPCODE
+  python3 ncu_sass.py part FILE RUNS
+      one part of the code, the lines that ran RUNS times (a comma list: e.g. the two unrolled
+      copies of a key-block step, 32768,24576): its lines and stall samples by opcode, its
+      stall reasons, and samples per 1000 executions (executions: the sum of RUNS), the figure
+      to compare between two kernels doing the same work
 """
 import argparse
 import collections
@@ -83,6 +88,24 @@ def stalls(path, ops):
         print(f"{want}: {lines} lines, {sum(acc.values())} samples: {top}")
 
 
+def part(path, runs):
+    rows = [r for r in load(path) if num(r, "Instructions Executed") in runs]
+    reasons = [k for k in rows[0] if k.startswith("stall_") and "Not Issued" not in k] if rows else []
+    lines, samp, why = collections.Counter(), collections.Counter(), collections.Counter()
+    for r in rows:
+        op = opcode(r["Source"])
+        lines[op] += 1
+        samp[op] += num(r, "Warp Stall Sampling (All Samples)")
+        for k in reasons:
+            why[k] += num(r, k)
+    total = sum(samp.values())
+    print(f"{path}: lines run {sorted(runs)} times: {sum(lines.values())} lines, {total} samples, "
+          f"{1000 * total / sum(runs):.1f} samples per 1000 executions")
+    print("  stall reasons: " + ", ".join(f"{k[6:]} {v}" for k, v in why.most_common(10)))
+    for op, n in samp.most_common(24):
+        print(f"  {op:28s} {lines[op]:5d} lines {n:7d} samples")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -94,11 +117,16 @@ def main():
     s = sub.add_parser("stalls")
     s.add_argument("file")
     s.add_argument("ops", nargs="+")
+    pt = sub.add_parser("part")
+    pt.add_argument("file")
+    pt.add_argument("runs", type=lambda v: {int(x) for x in v.split(",")})
     a = ap.parse_args()
     if a.cmd == "mix":
         mix(a.files, a.per)
     elif a.cmd == "counts":
         counts(a.file)
+    elif a.cmd == "part":
+        part(a.file, a.runs)
     else:
         stalls(a.file, a.ops)
 
