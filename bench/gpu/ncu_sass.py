@@ -106,6 +106,25 @@ def part(path, runs):
         print(f"  {op:28s} {lines[op]:5d} lines {n:7d} samples")
 
 
+def step(path, runs):
+    rows = [r for r in load(path) if num(r, "Instructions Executed") == runs]
+    src = [r["Source"].strip() for r in rows]
+    samp = [num(r, "Warp Stall Sampling (All Samples)") for r in rows]
+    pv = max((i for i, t in enumerate(src) if "tnspB" in t), default=-1)
+    s_wait = next((i for i in range(pv + 1, len(src)) if "DEPBAR" in src[i]), None)
+    if pv < 0 or s_wait is None:
+        print(f"{path}: no P.V HGMMA followed by a wgmma wait among the lines run {runs} times")
+        return
+    mufu = [i for i in range(s_wait, len(src)) if src[i].startswith("MUFU.EX2")]
+    if not mufu:
+        print(f"{path}: no MUFU.EX2 after the S wait")
+        return
+    cuts = [(0, s_wait + 1, "before S"), (s_wait + 1, mufu[0], "S to the first exp2"),
+            (mufu[0], mufu[-1] + 1, "exp2 pass"), (mufu[-1] + 1, len(src), "after")]
+    parts = ", ".join(f"{name} {1000 * sum(samp[a:b]) / runs:.1f} ({b - a} lines)" for a, b, name in cuts)
+    print(f"{path}: {len(src)} lines run {runs} times, samples per 1000 executions: {parts}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -120,11 +139,16 @@ def main():
     pt = sub.add_parser("part")
     pt.add_argument("file")
     pt.add_argument("runs", type=lambda v: {int(x) for x in v.split(",")})
+    st = sub.add_parser("step")
+    st.add_argument("file")
+    st.add_argument("runs", type=int)
     a = ap.parse_args()
     if a.cmd == "mix":
         mix(a.files, a.per)
     elif a.cmd == "counts":
         counts(a.file)
+    elif a.cmd == "step":
+        step(a.file, a.runs)
     elif a.cmd == "part":
         part(a.file, a.runs)
     else:
