@@ -52,9 +52,15 @@ struct OnlineSoftmax {
 
   // Turns S into P in place; returns the per-row O rescale factors; `rescale` tells whether
   // any factor in the warp differs from 1.
+  // The exp2 pass of a row waits only for that row's max: what the lazy-rescale decision
+  // needs from the old max (keep, bar) is computed before the block's max, so between the
+  // max and the first exp2 there are three dependent operations (candidate, compare, select).
   template <int NS>
   __device__ bool update(float (&s)[NS], float scale_log2, float threshold, float (&factor)[2]) {
     bool any = false;
+    float keep[2], bar[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) keep_and_bar(r, scale_log2, threshold, keep[r], bar[r]);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = m[r];
@@ -62,7 +68,7 @@ struct OnlineSoftmax {
       for (int c = 0; c < NS / 4; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float ms = move_max(r, mx, scale_log2, threshold, factor, any);
+      const float ms = move_to(r, mx, scale_log2, keep[r], bar[r], factor, any);
       float sum = 0.f;
 #pragma unroll
       for (int c = 0; c < NS / 4; ++c) {
@@ -76,6 +82,29 @@ struct OnlineSoftmax {
       l[r] = l[r] * factor[r] + sum;
     }
     return __any_sync(0xffffffffu, any);
+  }
+
+  // Row r's lazy-rescale constants from its running max alone (update): `keep`, the scaled
+  // max the exp2s subtract while the max stays (0 for a row that has seen nothing, so
+  // exp2(-inf) = 0 stays NaN-free), and `bar`, what a block's scaled max must exceed to move
+  // it (-inf for such a row: any key moves it). threshold <= 0: any larger max moves it.
+  __device__ void keep_and_bar(int r, float scale_log2, float threshold, float& keep, float& bar) const {
+    const bool none = m[r] == -INFINITY;
+    keep = none ? 0.f : fmaf(m[r], scale_log2, -float(kPOffset));
+    bar = none ? -INFINITY : keep + (threshold > 0.f ? threshold : 0.f);
+  }
+  // The lazy rescale of row r to the block max mx (the running max already folded in), with
+  // keep_and_bar's constants: sets factor[r], m[r], `any`; returns the scaled max to subtract.
+  // A block max of -inf (nothing seen) never moves it: -inf > bar is false.
+  __device__ float move_to(int r, float mx, float scale_log2, float keep, float bar, float (&factor)[2],
+                           bool& any) {
+    const float cand = fmaf(mx, scale_log2, -float(kPOffset));
+    const bool move = cand > bar;
+    const float m_old = m[r];
+    factor[r] = move ? ptx::exp2_approx((m_old - mx) * scale_log2) : 1.f;
+    any |= move;
+    m[r] = move ? mx : m_old;
+    return move ? cand : keep;
   }
 
   // The fused softcap update (softcap_mode.h kCapFused): `s` holds raw logits (raw Q.K
