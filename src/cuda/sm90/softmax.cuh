@@ -61,14 +61,22 @@ struct OnlineSoftmax {
     float keep[2], bar[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) keep_and_bar(r, scale_log2, threshold, keep[r], bar[r]);
+    float ms_prev = 0.f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = m[r];
+      if (r == 0) {  // a tree: row 0's max is the step's critical path
 #pragma unroll
-      for (int c = 0; c < NS / 4; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
+        for (int c = 0; c < NS / 4; ++c) mx = fmaxf(mx, fmaxf(s[4 * c], s[4 * c + 1]));
+      } else {  // a chain behind row 0's max (ptx::after): it runs under row 0's exp2 pass
+        mx = ptx::after(mx, ms_prev);
+#pragma unroll
+        for (int c = 0; c < NS / 4; ++c) mx = fmaxf(fmaxf(mx, s[4 * c + 2]), s[4 * c + 3]);
+      }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float ms = move_to(r, mx, scale_log2, keep[r], bar[r], factor, any);
+      ms_prev = ms;
       float sum = 0.f;
 #pragma unroll
       for (int c = 0; c < NS / 4; ++c) {
