@@ -39,7 +39,7 @@ __device__ __forceinline__ float exp2_approx(float x) {
 }
 
 // x, with a data dependency on y that ptxas keeps (max(x, min(y, -inf)) is x for every y, NaN
-// included): work seeded with it is scheduled after y is known. For ordering independent
+// included, and every x but NaN): work seeded with it is scheduled after y is known. For ordering independent
 // chains (softmax.cuh: row 1's max after row 0's).
 __device__ __forceinline__ float after(float x, float y) {
   float r;

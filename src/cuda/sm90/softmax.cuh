@@ -65,7 +65,7 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = m[r];
-      if (r == 0) {  // a tree: row 0's max is the step's critical path
+      if (r == 0) {  // pair maxes into one chain: row 0's max is the step's critical path
 #pragma unroll
         for (int c = 0; c < NS / 4; ++c) mx = fmaxf(mx, fmaxf(s[4 * c], s[4 * c + 1]));
       } else {  // a chain behind row 0's max (ptx::after): it runs under row 0's exp2 pass
@@ -95,7 +95,8 @@ struct OnlineSoftmax {
   // Row r's lazy-rescale constants from its running max alone (update): `keep`, the scaled
   // max the exp2s subtract while the max stays (0 for a row that has seen nothing, so
   // exp2(-inf) = 0 stays NaN-free), and `bar`, what a block's scaled max must exceed to move
-  // it (-inf for such a row: any key moves it). threshold <= 0: any larger max moves it.
+  // it (-inf for such a row: any key moves it). threshold <= 0: any larger scaled max moves it
+  // (a block max within rounding of the old one keeps it: P then reaches 1 + rounding).
   __device__ void keep_and_bar(int r, float scale_log2, float threshold, float& keep, float& bar) const {
     const bool none = m[r] == -INFINITY;
     keep = none ? 0.f : fmaf(m[r], scale_log2, -float(kPOffset));
