@@ -15,7 +15,9 @@ for rev in "$@"; do
   d=${dirs[$i]}
   git rev-parse --verify -q "$rev^{commit}" >/dev/null || { echo "not a revision: $rev" >&2; exit 2; }
   mkdir "$d"
-  git archive "$rev" | tar -x -C "$d"
+  # bench/gpu/results (raw outputs, megabytes) is not needed to build and would crowd the
+  # device call's 64 MiB carry.
+  git archive "$rev" | tar -x -C "$d" --exclude=bench/gpu/results
   echo "$rev $(git log -1 --format='%h %s' "$rev")" >"$d/COMMIT"
   echo "$d: $(cat "$d/COMMIT")"
   i=$((i + 1))

@@ -42,6 +42,11 @@ def opcode(source, full=False):
     return op if full or op.startswith(KEEP_SUFFIX) else op.split(".")[0]
 
 
+def stall_reasons(rows):
+    """The per-reason stall sample columns (all samples, not the not-issued split)."""
+    return [k for k in rows[0] if k.startswith("stall_") and "Not Issued" not in k] if rows else []
+
+
 def num(row, key):
     return int(row.get(key) or 0)
 
@@ -76,7 +81,7 @@ def counts(path):
 
 def stalls(path, ops):
     rows = load(path)
-    reasons = [k for k in rows[0] if k.startswith("stall_") and "Not Issued" not in k] if rows else []
+    reasons = stall_reasons(rows)
     for want in ops:
         acc, lines = collections.Counter(), 0
         for r in rows:
@@ -90,7 +95,7 @@ def stalls(path, ops):
 
 def part(path, runs):
     rows = [r for r in load(path) if num(r, "Instructions Executed") in runs]
-    reasons = [k for k in rows[0] if k.startswith("stall_") and "Not Issued" not in k] if rows else []
+    reasons = stall_reasons(rows)
     lines, samp, why = collections.Counter(), collections.Counter(), collections.Counter()
     for r in rows:
         op = opcode(r["Source"])

@@ -1,6 +1,7 @@
 """SASS of chosen kernels of a shared library or binary, for reading what a peer's kernels
 compile (FA3's scheduler, from its kernels' template names) and comparing code sizes. Needs
-cuobjdump and c++filt (the device machine has them; this repo's build machine does not).
+cuobjdump and c++filt (the device machine has them; on the build machine scripts/cuobjdump.sh
+fetches cuobjdump).
 
   python3 sass_pick.py LIB OUTPREFIX REGEX [REGEX ...]
 
