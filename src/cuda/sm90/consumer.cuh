@@ -219,7 +219,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
           return moved;
         }
       } else {
-        moved = smx.update(s, p.scale_log2 * dqk, p.rescale_threshold, factor);
+        moved = smx.template update<!(Cfg::kFp8 && Cfg::kHeadDim == 256)>(s, p.scale_log2 * dqk, p.rescale_threshold,
+                                                                      factor);
       }
       if (pf) to_p(s, *pf);
       return moved;

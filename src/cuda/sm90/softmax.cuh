@@ -55,7 +55,9 @@ struct OnlineSoftmax {
   // The exp2 pass of a row waits only for that row's max: what the lazy-rescale decision
   // needs from the old max (keep, bar) is computed before the block's max, so between the
   // max and the first exp2 there are three dependent operations (candidate, compare, select).
-  template <int NS>
+  // kRowOrder false: the rows' maxes and rescale decisions as independent chains, which ptxas
+  // schedules both before the exp2s (the fp8 hdim-256 kind, where that order measured faster).
+  template <bool kRowOrder = true, int NS>
   __device__ bool update(float (&s)[NS], float scale_log2, float threshold, float (&factor)[2]) {
     bool any = false;
     float keep[2], bar[2];
@@ -65,7 +67,10 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = m[r];
-      if (r == 0) {  // pair maxes into one chain: row 0's max is the step's critical path
+      if (!kRowOrder) {
+#pragma unroll
+        for (int c = 0; c < NS / 4; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
+      } else if (r == 0) {  // pair maxes into one chain: row 0's max is the step's critical path
 #pragma unroll
         for (int c = 0; c < NS / 4; ++c) mx = fmaxf(mx, fmaxf(s[4 * c], s[4 * c + 1]));
       } else {  // a chain behind row 0's max (ptx::after): it runs under row 0's exp2 pass
@@ -75,7 +80,8 @@ struct OnlineSoftmax {
       }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float ms = move_to(r, mx, scale_log2, keep[r], bar[r], factor, any);
+      const float ms = kRowOrder ? move_to(r, mx, scale_log2, keep[r], bar[r], factor, any)
+                                 : move_max(r, mx, scale_log2, threshold, factor, any);
       ms_prev = ms;
       float sum = 0.f;
 #pragma unroll
