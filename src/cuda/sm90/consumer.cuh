@@ -190,18 +190,40 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       }
       if (fixed_cap()) smx.fix_max(sl2);
     }
+    // S -> P fragments.
+    auto to_p = [&](const float(&s)[kNS], uint32_t(&pf)[kNP]) {
+      if constexpr (Cfg::kFp8) {
+        acc_to_a_frag_fp8(s, pf);
+      } else {
+        ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
+      }
+    };
     float factor[2];
-    auto softmax_update = [&](float(&s)[kNS]) -> bool {
+    // `pf` (not null): P's conversion into it, inside each softcap mode's branch: in one basic
+    // block with the update, ptxas interleaves the conversion with the exp2s (the feature
+    // kind's runtime mode branches had put all of it after them).
+    auto softmax_update = [&](float(&s)[kNS], uint32_t(*pf)[kNP]) -> bool {
+      bool moved;
       if constexpr (Cfg::kFeat) {
         if (fused_cap) {
-          if (fixed_cap()) return smx.template update_fixed<true>(s, p.softcap_in, sl2, factor);
-          return smx.update_capped(s, cap_in, sl2, p.rescale_threshold, factor);
+          if (fixed_cap()) {
+            moved = smx.template update_fixed<true>(s, p.softcap_in, sl2, factor);
+          } else {
+            moved = smx.update_capped(s, cap_in, sl2, p.rescale_threshold, factor);
+          }
+        } else if (fixed_cap()) {
+          moved = smx.template update_fixed<false>(s, 0.f, sl2, factor);  // capped, masked
+        } else {
+          moved = smx.update(s, sl2, p.rescale_threshold, factor);
+          if (pf) to_p(s, *pf);
+          return moved;
         }
-        if (fixed_cap()) return smx.template update_fixed<false>(s, 0.f, sl2, factor);  // capped, masked
-        return smx.update(s, sl2, p.rescale_threshold, factor);
       } else {
-        return smx.update(s, p.scale_log2 * dqk, p.rescale_threshold, factor);
+        moved = smx.template update<!(Cfg::kFp8 && Cfg::kHeadDim == 256)>(s, p.scale_log2 * dqk, p.rescale_threshold,
+                                                                      factor);
       }
+      if (pf) to_p(s, *pf);
+      return moved;
     };
 
     // Ragged kernel: a sequence's last key block may end inside its V tile (block hi - 1);
@@ -222,14 +244,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       }
     };
 
-    // S -> P fragments, and O += P V from the stage P V reads (fp8: Vt; fp8.cuh).
-    auto to_p = [&](const float(&s)[kNS], uint32_t(&pf)[kNP]) {
-      if constexpr (Cfg::kFp8) {
-        acc_to_a_frag_fp8(s, pf);
-      } else {
-        ptx::acc_to_a_frag<typename Cfg::Element>(s, pf);
-      }
-    };
+    // O += P V from the stage P V reads (fp8: Vt; fp8.cuh).
     auto pv = [&](float(&o)[kNO], const uint32_t(&pf)[kNP]) {
       if constexpr (Cfg::kFp8) {
         gemm_pv_fp8<Cfg>(o, pf, sm.pv(vs.stage));
@@ -271,7 +286,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
         release(sm.k_empty(k_cur));
         if (jj == lo32 && !o_tma()) release(q_empty);
         mask_s(s_cur, jj);
-        return softmax_update(s_cur);
+        return softmax_update(s_cur, nullptr);
       };
       auto finish_block = [&](float(&s_cur)[kNS], uint32_t v_stage, bool moved) {  // the P.V complete
         ptx::pin(o);
@@ -369,8 +384,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       ks.advance();
       if (j == lo && !o_tma()) release(q_empty);
       mask_s(s, j);
-      softmax_update(s);
-      to_p(s, pa);
+      softmax_update(s, &pa);
       bool rescale = false;  // O rescale owed by the last softmax, applied before the next P.V
       bool pv_pending = false;  // a P.V is in flight; its V stage (v_done) is released after it
       uint32_t v_done = 0;
@@ -402,14 +416,17 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
         ks.advance();
         if (jj == lo && !o_tma()) release(q_empty);
         mask_s(s, jj);
-        const bool moved = softmax_update(s);
-        rescale = moved || p.rescale_threshold <= 0.f;
-        if constexpr (!kDoubleP) {  // one buffer: the P.V reading it completes first
+        bool moved;
+        if constexpr (kDoubleP) {
+          moved = softmax_update(s, &p_out);
+        } else {  // one buffer: the P.V reading it completes first
+          moved = softmax_update(s, nullptr);
           ptx::wgmma_wait<0>();
           finish_pv();
           pv_pending = false;
+          to_p(s, p_out);
         }
-        to_p(s, p_out);
+        rescale = moved || p.rescale_threshold <= 0.f;
       };
       // The last P.V, from the buffer holding the last block's P.
       auto last_pv = [&](uint32_t(&p_last)[kNP]) {

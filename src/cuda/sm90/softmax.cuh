@@ -52,17 +52,37 @@ struct OnlineSoftmax {
 
   // Turns S into P in place; returns the per-row O rescale factors; `rescale` tells whether
   // any factor in the warp differs from 1.
-  template <int NS>
+  // The exp2 pass of a row waits only for that row's max: what the lazy-rescale decision
+  // needs from the old max (keep, bar) is computed before the block's max, so between the
+  // max and the first exp2 there are three dependent operations (candidate, compare, select).
+  // kRowOrder false: the rows' maxes and rescale decisions as independent chains, which ptxas
+  // schedules both before the exp2s (the fp8 hdim-256 kind, where that order measured faster).
+  template <bool kRowOrder = true, int NS>
   __device__ bool update(float (&s)[NS], float scale_log2, float threshold, float (&factor)[2]) {
     bool any = false;
+    float keep[2], bar[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) keep_and_bar(r, scale_log2, threshold, keep[r], bar[r]);
+    float ms_prev = 0.f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = m[r];
+      if (!kRowOrder) {
 #pragma unroll
-      for (int c = 0; c < NS / 4; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
+        for (int c = 0; c < NS / 4; ++c) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * r], s[4 * c + 2 * r + 1]));
+      } else if (r == 0) {  // pair maxes into one chain: row 0's max is the step's critical path
+#pragma unroll
+        for (int c = 0; c < NS / 4; ++c) mx = fmaxf(mx, fmaxf(s[4 * c], s[4 * c + 1]));
+      } else {  // a chain behind row 0's max (ptx::after): it runs under row 0's exp2 pass
+        mx = ptx::after(mx, ms_prev);
+#pragma unroll
+        for (int c = 0; c < NS / 4; ++c) mx = fmaxf(fmaxf(mx, s[4 * c + 2]), s[4 * c + 3]);
+      }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float ms = move_max(r, mx, scale_log2, threshold, factor, any);
+      const float ms = kRowOrder ? move_to(r, mx, scale_log2, keep[r], bar[r], factor, any)
+                                 : move_max(r, mx, scale_log2, threshold, factor, any);
+      ms_prev = ms;
       float sum = 0.f;
 #pragma unroll
       for (int c = 0; c < NS / 4; ++c) {
@@ -76,6 +96,30 @@ struct OnlineSoftmax {
       l[r] = l[r] * factor[r] + sum;
     }
     return __any_sync(0xffffffffu, any);
+  }
+
+  // Row r's lazy-rescale constants from its running max alone (update): `keep`, the scaled
+  // max the exp2s subtract while the max stays (0 for a row that has seen nothing, so
+  // exp2(-inf) = 0 stays NaN-free), and `bar`, what a block's scaled max must exceed to move
+  // it (-inf for such a row: any key moves it). threshold <= 0: any larger scaled max moves it
+  // (a block max within rounding of the old one keeps it: P then reaches 1 + rounding).
+  __device__ void keep_and_bar(int r, float scale_log2, float threshold, float& keep, float& bar) const {
+    const bool none = m[r] == -INFINITY;
+    keep = none ? 0.f : fmaf(m[r], scale_log2, -float(kPOffset));
+    bar = none ? -INFINITY : keep + (threshold > 0.f ? threshold : 0.f);
+  }
+  // The lazy rescale of row r to the block max mx (the running max already folded in), with
+  // keep_and_bar's constants: sets factor[r], m[r], `any`; returns the scaled max to subtract.
+  // A block max of -inf (nothing seen) never moves it: -inf > bar is false.
+  __device__ float move_to(int r, float mx, float scale_log2, float keep, float bar, float (&factor)[2],
+                           bool& any) {
+    const float cand = fmaf(mx, scale_log2, -float(kPOffset));
+    const bool move = cand > bar;
+    const float m_old = m[r];
+    factor[r] = move ? ptx::exp2_approx((m_old - mx) * scale_log2) : 1.f;
+    any |= move;
+    m[r] = move ? mx : m_old;
+    return move ? cand : keep;
   }
 
   // The fused softcap update (softcap_mode.h kCapFused): `s` holds raw logits (raw Q.K
