@@ -10,7 +10,10 @@
 # STAGES (env), default "prim fwd san bench":
 #   prim      test_gpu_primitives
 #   fwd       test_gpu_forward (FWD_FILTER: a gtest filter; 'Huge*' alone: K/V beyond 2^31
-#             elements, ~1 min, ~9 GiB); the per-case error lines go to forward_errors.txt
+#             elements, ~1 min, ~9 GiB); the per-case error lines go to forward_errors.txt.
+#             The whole suite takes ~600 s on an H200, more than one device call leaves after
+#             the build: FWD_SHARD=i/n runs gtest's shard i of n (0-based; e.g. 0/2 in one call,
+#             1/2 in the next, with the first call's BIN_DIR)
 #   san       memcheck / racecheck on small dense, feature, ragged and scheduler cases
 #   ssan      san's scheduler runs alone
 #   fsan      memcheck / racecheck on small fp8 cases (the V transposer, the Vt ring)
@@ -173,7 +176,12 @@ for st in $STAGES; do
   case $st in
     prim) run primitives "$BIN/test_gpu_primitives" ;;
     fwd)
+      if [ -n "${FWD_SHARD:-}" ]; then  # i/n: gtest's own sharding (deterministic by test order)
+        export GTEST_SHARD_INDEX=${FWD_SHARD%/*} GTEST_TOTAL_SHARDS=${FWD_SHARD#*/}
+        say "forward: shard $GTEST_SHARD_INDEX of $GTEST_TOTAL_SHARDS"
+      fi
       run forward "$BIN/test_gpu_forward" --gtest_filter="${FWD_FILTER:-*}"
+      unset GTEST_SHARD_INDEX GTEST_TOTAL_SHARDS
       grep -E "^b[0-9]" "$LOGS/forward.log" | sort -u > "$OUT/forward_errors.txt" ;;
     san)
       F='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128*:Core/GpuForward.MatchesReference/b1_sq128_sk128*:GpuForwardEmpty.*:GpuCombine.*'
