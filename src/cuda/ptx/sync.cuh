@@ -39,8 +39,8 @@ __device__ __forceinline__ float exp2_approx(float x) {
 }
 
 // x, with a data dependency on y that ptxas keeps (max(x, min(y, -inf)) is x for every y, NaN
-// included, and every x but NaN): work seeded with it is scheduled after y is known. For ordering independent
-// chains (softmax.cuh: row 1's max after row 0's).
+// included, and every x but NaN): work seeded with it is scheduled after y is known. For
+// ordering independent chains (softmax.cuh: row 1's max after row 0's).
 __device__ __forceinline__ float after(float x, float y) {
   float r;
   asm("{\n .reg .f32 t;\n min.f32 t, %2, 0fFF800000;\n max.f32 %0, %1, t;\n}" : "=f"(r) : "f"(x), "f"(y));

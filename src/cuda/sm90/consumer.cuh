@@ -115,6 +115,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
   // kCapFused. (fp8 P must stay below 448: never a fixed max.)
   constexpr bool kFixedOk = Cfg::kFeat && !Cfg::kFp8 && (Cfg::kHeadDim > 64 || Cfg::kWGs == 2) &&
                             std::is_same_v<typename Cfg::Element, __nv_bfloat16>;
+  // softmax.cuh update: the rows in FlashAttention-3's order, but in the fp8 hdim-256 kind
+  // (docs/PERFORMANCE.md, "The softmax in FA3's row order").
+  constexpr bool kRowOrder = !(Cfg::kFp8 && Cfg::kHeadDim == 256);
 
   for (int64_t k = 0;; ++k) {
     const int64_t t = [&]() -> int64_t {
@@ -219,8 +222,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
           return moved;
         }
       } else {
-        moved = smx.template update<!(Cfg::kFp8 && Cfg::kHeadDim == 256)>(s, p.scale_log2 * dqk, p.rescale_threshold,
-                                                                      factor);
+        moved = smx.template update<kRowOrder>(s, p.scale_log2 * dqk, p.rescale_threshold, factor);
       }
       if (pf) to_p(s, *pf);
       return moved;
