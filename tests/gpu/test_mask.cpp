@@ -1,10 +1,11 @@
 // The sm90 kernel's tile mask (cuda/sm90/mask.cuh), checked on the host against the one
-// visibility rule (common/mask_rule.h) for windows, chunks, both together, and causal in both
-// alignments, on whole dense problems and on one sequence of a ragged batch using fewer query
-// rows than the batch's longest (seqused_q, through seq_coord): every visible (row, key) pair
-// lies in the visited key blocks, blocks outside the element-masked ones hold only visible
-// pairs, and the element mask of the accumulator fragment (every lane of every warp) keeps
-// exactly the visible keys. Needs no GPU.
+// visibility rule (common/mask_rule.h): the feature kinds' mask for windows, chunks, both
+// together, and causal in both alignments, on whole dense problems and on one sequence of a
+// ragged batch using fewer query rows than the batch's longest (seqused_q, through
+// seq_coord): every visible (row, key) pair lies in the visited key blocks, blocks outside
+// the element-masked ones hold only visible pairs, and the element mask of the accumulator
+// fragment (every lane of every warp) keeps exactly the visible keys; the dense kinds' own
+// mask (causal, key tails) likewise. Needs no GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -148,6 +149,81 @@ TEST(TileMaskWindow, MatchesMaskRule) {
     EXPECT_EQ((check<192, 128>(c)), 0);
     EXPECT_EQ((check<128, 80>(c)), 0);
   }
+}
+
+// The dense kinds' mask (TileMask without kWindow: causal in both alignments, key tails):
+// visited blocks hold every visible key, blocks before first_masked_block only visible ones,
+// and the element mask (dense_limits + apply_limits, what the consumer runs on the blocks
+// from first_masked_block on) keeps exactly the visible keys on every visited block.
+template <int kM, int kN>
+int check_dense(int64_t seq_q, int64_t seq_k, bool causal, bool top_left) {
+  detail::MaskRule rule;
+  rule.causal = causal;
+  rule.top_left = top_left;
+  FwdParams p;
+  p.seq_q = seq_q;
+  p.seq_k = seq_k;
+  p.causal = causal;
+  p.causal_offset = rule.offset(seq_q, seq_k);
+  const int64_t off = p.causal_offset;
+  int errors = 0;
+  auto fail = [&](const char* what, int64_t mb, int64_t row, int64_t key) {
+    if (errors++ < 5)
+      ADD_FAILURE() << what << ": sq " << seq_q << " sk " << seq_k << " causal " << causal << " tl " << top_left
+                    << " tile " << kM << "x" << kN << " m_block " << mb << " row " << row << " key " << key;
+  };
+  for (int64_t mb = 0; mb < (seq_q + kM - 1) / kM; ++mb) {
+    const TileMask<kM, kN> m(p, mb);
+    int64_t lo, hi;
+    m.block_range(seq_q, &lo, &hi);
+    const int64_t j_mask = m.first_masked_block();
+    const int64_t r_end = std::min<int64_t>((mb + 1) * kM, seq_q);
+    for (int64_t i = mb * kM; i < r_end; ++i)
+      for (int64_t j = 0; j < seq_k; ++j) {
+        const bool vis = detail::key_visible(rule, i + off, j);
+        const int64_t b = j / kN;
+        if (vis && (b < lo || b >= hi)) fail("visible key outside the visited blocks", mb, i, j);
+        if (!vis && b >= lo && b < hi && b < j_mask) fail("invisible key before first_masked_block", mb, i, j);
+      }
+    for (int64_t b = lo; b < hi; ++b)
+      for (int wg = 0; wg < kM / 64; ++wg)
+        for (int warp = 0; warp < 4; ++warp)
+          for (int lane = 0; lane < 32; ++lane) {
+            float s[kN / 2];
+            for (float& x : s) x = 1.f;
+            const int row0 = wg * 64 + warp * 16 + lane / 4;
+            int32_t lim[2];
+            m.dense_limits(b, row0, lane, lim);
+            m.apply_limits(s, lim);
+            for (int cc = 0; cc < kN / 8; ++cc)
+              for (int half = 0; half < 2; ++half)
+                for (int e = 0; e < 2; ++e) {
+                  const int64_t row = mb * kM + row0 + 8 * half, key = b * kN + 8 * cc + 2 * (lane % 4) + e;
+                  if (row >= seq_q) continue;
+                  const bool vis = key < seq_k && detail::key_visible(rule, row + off, key);
+                  const bool kept = s[4 * cc + 2 * half + e] == 1.f;
+                  if (vis != kept) fail(vis ? "visible key masked" : "invisible key kept", mb, row, key);
+                }
+          }
+  }
+  return errors;
+}
+
+TEST(TileMaskDense, MatchesMaskRule) {
+  std::vector<std::pair<int64_t, int64_t>> sizes = {{1, 1},     {17, 5},     {128, 128},  {1000, 1000},
+                                                    {1111, 1111}, {300, 1000}, {1000, 300}, {129, 257}};
+  std::mt19937_64 rng(31);
+  for (int t = 0; t < 40; ++t) sizes.push_back({1 + int64_t(rng() % 900), 1 + int64_t(rng() % 900)});
+  for (const auto& [sq, sk] : sizes)
+    for (int mode = 0; mode < 3; ++mode) {  // full, causal bottom-right, causal top-left
+      const bool causal = mode > 0, tl = mode == 2;
+      // The dense tiles: 128 x 128 (hdim 128), 192 x 128 (hdim 64), 128 x 112 (hdim 192),
+      // 128 x 80 (hdim 256).
+      EXPECT_EQ((check_dense<128, 128>(sq, sk, causal, tl)), 0);
+      EXPECT_EQ((check_dense<192, 128>(sq, sk, causal, tl)), 0);
+      EXPECT_EQ((check_dense<128, 112>(sq, sk, causal, tl)), 0);
+      EXPECT_EQ((check_dense<128, 80>(sq, sk, causal, tl)), 0);
+    }
 }
 
 // seqused_q (ragged kinds): a sequence computing fewer rows than the longest, its masks

@@ -375,6 +375,11 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       // The buffer the first step (and every second one after it) writes; pa with one buffer.
       uint32_t(&p_second)[kNP] = *(kDoubleP ? &pb : &pa);
       int64_t j = hi - 1;
+      // Dense kinds: the first block's (the causal diagonal's) mask limits, before the wait
+      // for K (a loop: ptxas keeps them on this side of it, off the path from S to the
+      // softmax; placed after the Q.K^T they were scheduled after the wait for S).
+      int32_t lim[2] = {0, 0};
+      if constexpr (!Cfg::kFeat) mask.dense_limits(j, row0, lane, lim);
       wait_full(sm.k_full(ks.stage), ks.phase);
       turn.wait_turn();
       gemm_qk<Cfg>(s, q_wg, sm.k(ks.stage), uint32_t(p.k_grouped));
@@ -385,7 +390,11 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       release(sm.k_empty(ks.stage));
       ks.advance();
       if (j == lo && !o_tma()) release(q_empty);
-      mask_s(s, j);
+      if constexpr (Cfg::kFeat) {
+        mask_s(s, j);
+      } else {
+        if (j >= j_mask) mask.apply_limits(s, lim);
+      }
       softmax_update(s, &pa);
       bool rescale = false;  // O rescale owed by the last softmax, applied before the next P.V
       bool pv_pending = false;  // a P.V is in flight; its V stage (v_done) is released after it

@@ -195,8 +195,8 @@ struct TileMask {
   // -inf. `row0` is this thread's first row within the tile (the second is row0 + 8).
   template <int NS>
   LONGATTN_MASK_FN void apply(float (&s)[NS], int64_t n_block, int row0, int lane) const {
-    int64_t n0 = n_block * kBlockN;
     if constexpr (kWindow) {
+      const int64_t n0 = n_block * kBlockN;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         int32_t l, h;
@@ -220,25 +220,41 @@ struct TileMask {
         }
       }
     } else {
-      apply_dense(s, n0, row0, lane);
+      int32_t lim[2];
+      dense_limits(n_block, row0, lane, lim);
+      apply_limits(s, lim);
+    }
+  }
+
+  // The dense element mask in two parts: the limits, then the compares. lim[half]: the first
+  // masked column of the thread's row row0 + 8 half, minus the thread's first column
+  // 2 (lane % 4), so that apply_limits compares each element's column offset 8 c + e (a
+  // compile-time constant) with it: one compare with an immediate per element; no clamp (a
+  // limit at or below 0 masks every column, one at or past kBlockN none). The block-relative
+  // terms are warp-uniform and the per-thread part is 32-bit: forward_sm90.cpp refuses
+  // seq_q + seq_k > 2^31 - 1024, so the key limit (at most seq_k, at least 1 - seq_q with the
+  // bottom-right alignment) minus the block's first key fits in int32.
+  LONGATTN_MASK_FN void dense_limits(int64_t n_block, int row0, int lane, int32_t (&lim)[2]) const {
+    const int64_t n0 = n_block * kBlockN;
+    const int32_t kl = int32_t(seq_k - n0);            // the key tail, relative to the block
+    const int32_t dl = int32_t(m0 + offset + 1 - n0);  // row m0's causal limit, relative
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int32_t l = kl;
+      if (causal && dl + row0 + 8 * half < kl) l = dl + row0 + 8 * half;
+      lim[half] = l - 2 * (lane % 4);
     }
   }
 
   template <int NS>
-  LONGATTN_MASK_FN void apply_dense(float (&s)[NS], int64_t n0, int row0, int lane) const {
+  LONGATTN_MASK_FN static void apply_limits(float (&s)[NS], const int32_t (&lim)[2]) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      int64_t row = m0 + row0 + 8 * half;
-      int64_t lim = seq_k;  // exclusive key limit for this row
-      if (causal && row + offset + 1 < lim) lim = row + offset + 1;
-      int64_t rel = lim - n0;  // columns [rel, kBlockN) are masked
-      int limit = rel < 0 ? 0 : (rel > kBlockN ? kBlockN : int(rel));
 #pragma unroll
       for (int c = 0; c < NS / 4; ++c) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          int col = 8 * c + 2 * (lane % 4) + e;
-          if (col >= limit) s[4 * c + 2 * half + e] = -INFINITY;
+          if (8 * c + e >= lim[half]) s[4 * c + 2 * half + e] = -INFINITY;
         }
       }
     }
