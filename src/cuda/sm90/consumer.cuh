@@ -375,9 +375,10 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       // The buffer the first step (and every second one after it) writes; pa with one buffer.
       uint32_t(&p_second)[kNP] = *(kDoubleP ? &pb : &pa);
       int64_t j = hi - 1;
-      // Dense kinds: the first block's (the causal diagonal's) mask limits, before the wait
-      // for K (a loop: ptxas keeps them on this side of it, off the path from S to the
-      // softmax; placed after the Q.K^T they were scheduled after the wait for S).
+      // Dense kinds: the first block's mask limits (the causal diagonal or the key tail,
+      // when j >= j_mask), before the wait for K (a loop: ptxas keeps them on this side of
+      // it, off the path from S to the softmax; placed after the Q.K^T they were scheduled
+      // after the wait for S).
       int32_t lim[2] = {0, 0};
       if constexpr (!Cfg::kFeat) mask.dense_limits(j, row0, lane, lim);
       wait_full(sm.k_full(ks.stage), ks.phase);

@@ -232,8 +232,10 @@ struct TileMask {
   // compile-time constant) with it: one compare with an immediate per element; no clamp (a
   // limit at or below 0 masks every column, one at or past kBlockN none). The block-relative
   // terms are warp-uniform and the per-thread part is 32-bit: forward_sm90.cpp refuses
-  // seq_q + seq_k > 2^31 - 1024, so the key limit (at most seq_k, at least 1 - seq_q with the
-  // bottom-right alignment) minus the block's first key fits in int32.
+  // seq_q + seq_k > 2^31 - 1024, and every term (the key tail minus the block's first key,
+  // in [1, seq_k] on a visited block; the causal limit of row m0 minus it, within about
+  // seq_q + seq_k + 192 either way, the anchor shift and the zigzag chunk included; plus row0
+  // + 8 half < 192) fits in int32.
   LONGATTN_MASK_FN void dense_limits(int64_t n_block, int row0, int lane, int32_t (&lim)[2]) const {
     const int64_t n0 = n_block * kBlockN;
     const int32_t kl = int32_t(seq_k - n0);            // the key tail, relative to the block
