@@ -15,34 +15,10 @@
 #include "common/mask_rule.h"
 #include "cuda/sm90/mask.cuh"
 #include "cuda/sm90/tile_list.cuh"
+#include "mask_fragments.h"
 
 namespace longattn::cuda::sm90 {
 namespace {
-
-// The element mask of key block b of q-tile mb on every thread's accumulator fragment
-// (kernel.cuh's layout: warpgroup wg, warp, lane hold rows wg*64 + warp*16 + lane/4 (+8) and
-// columns 8c + 2(lane%4) + e): `mask(s, row0, lane)` masks a fragment of ones, and every
-// element of an existing row must be kept exactly when `visible(row, key)`.
-template <int kM, int kN, class MaskFn, class VisibleFn, class FailFn>
-void check_fragments(int64_t mb, int64_t b, int64_t seq_q, MaskFn mask, VisibleFn visible, FailFn fail) {
-  for (int wg = 0; wg < kM / 64; ++wg)
-    for (int warp = 0; warp < 4; ++warp)
-      for (int lane = 0; lane < 32; ++lane) {
-        float s[kN / 2];
-        for (float& x : s) x = 1.f;
-        const int row0 = wg * 64 + warp * 16 + lane / 4;
-        mask(s, row0, lane);
-        for (int cc = 0; cc < kN / 8; ++cc)
-          for (int half = 0; half < 2; ++half)
-            for (int e = 0; e < 2; ++e) {
-              const int64_t row = mb * kM + row0 + 8 * half, key = b * kN + 8 * cc + 2 * (lane % 4) + e;
-              if (row >= seq_q) continue;
-              const bool vis = visible(row, key);
-              const bool kept = s[4 * cc + 2 * half + e] == 1.f;
-              if (vis != kept) fail(vis ? "visible key masked" : "invisible key kept", mb, row, key);
-            }
-      }
-}
 
 struct MCase {
   int64_t seq_q, seq_k, wl, wr, chunk;
@@ -110,7 +86,7 @@ int check(const MCase& c, int32_t used_q = -1) {
     for (int64_t b = lo; b < hi; ++b)
       check_fragments<kM, kN>(
           mb, b, seq_q, [&](float(&s)[kN / 2], int row0, int lane) { m.apply(s, b, row0, lane); },
-          [&](int64_t row, int64_t key) { return key < c.seq_k && detail::key_visible(rule, row + off, key); }, fail);
+          [&](int r) { return mb * kM + r; }, [&](int64_t row, int64_t key) { return key < c.seq_k && detail::key_visible(rule, row + off, key); }, fail);
   }
   return errors;
 }
@@ -203,7 +179,7 @@ int check_dense(int64_t seq_q, int64_t seq_k, bool causal, bool top_left) {
             m.dense_limits(b, row0, lane, lim);
             m.apply_limits(s, lim);
           },
-          [&](int64_t row, int64_t key) { return key < seq_k && detail::key_visible(rule, row + off, key); }, fail);
+          [&](int r) { return mb * kM + r; }, [&](int64_t row, int64_t key) { return key < seq_k && detail::key_visible(rule, row + off, key); }, fail);
   }
   return errors;
 }

@@ -11,6 +11,7 @@
 #include "common/mask_rule.h"
 #include "cuda/sm90/mask.cuh"
 #include "cuda/sm90/pack_gqa.h"
+#include "mask_fragments.h"
 
 namespace longattn::cuda::sm90 {
 namespace {
@@ -143,24 +144,10 @@ int check_packed(const PCase& c, int shift) {
     // Element mask, fragment layout of kernel.cuh: tile row r = wg*64 + warp*16 + lane/4 (+8)
     // is position m0 + r / g (packed_row).
     for (int64_t b = lo; b < hi; ++b)
-      for (int wg = 0; wg < kM / 64; ++wg)
-        for (int warp = 0; warp < 4; ++warp)
-          for (int lane = 0; lane < 32; ++lane) {
-            float s[kN / 2];
-            for (float& x : s) x = 1.f;
-            const int row0 = wg * 64 + warp * 16 + lane / 4;
-            m.apply(s, b, row0, lane);
-            for (int cc = 0; cc < kN / 8; ++cc)
-              for (int half = 0; half < 2; ++half)
-                for (int e = 0; e < 2; ++e) {
-                  const int64_t pos = packed_row(mb, 0, row0 + 8 * half, shift, kM).pos;
-                  const int64_t key = b * kN + 8 * cc + 2 * (lane % 4) + e;
-                  if (pos >= c.seq_q) continue;
-                  const bool vis = key < c.seq_k && detail::key_visible(rule, pos + off, key);
-                  const bool kept = s[4 * cc + 2 * half + e] == 1.f;
-                  if (vis != kept) fail(vis ? "visible key masked" : "invisible key kept", mb, pos, key);
-                }
-          }
+      check_fragments<kM, kN>(
+          mb, b, c.seq_q, [&](float(&s)[kN / 2], int row0, int lane) { m.apply(s, b, row0, lane); },
+          [&](int r) { return packed_row(mb, 0, r, shift, kM).pos; },
+          [&](int64_t pos, int64_t key) { return key < c.seq_k && detail::key_visible(rule, pos + off, key); }, fail);
   }
   return errors;
 }
