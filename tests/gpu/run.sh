@@ -16,7 +16,7 @@
 #             1/2 in the next, with the first call's BIN_DIR)
 #   san       memcheck / racecheck on small dense, feature, ragged and scheduler cases
 #   ssan      san's scheduler runs alone
-#   fsan      memcheck / racecheck on small fp8 cases (the V transposer, the Vt ring)
+#   fsan      memcheck / racecheck on small fp8 cases (the V transposer, the Vt ring, a CTA's tiles)
 #   psan      memcheck / racecheck on small paged cases
 #   gsan      memcheck / racecheck on small packed-GQA cases
 #   ksan      memcheck / racecheck on small kvcache cases (append + rotary pre-kernels, issue 17)
@@ -199,7 +199,7 @@ for st in $STAGES; do
       # memory; the kernel's shared-memory use is the dense kind's).
       run memcheck_slist compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$SL" ;;
     fsan)  # fp8: the V transposer's shared-memory writes (generic proxy) read by wgmma, the Vt ring
-      F8='Fp8/GpuFp8.MatchesReference/b2_sq300_sk300_h4x4_s1:Fp8/GpuFp8.MatchesReference/b4_sq400_sk600_h4x2_s12:Fp8/GpuFp8.MatchesReference/*_s36:Fp8/GpuFp8.MatchesReference/*_s52'
+      F8='Fp8/GpuFp8.MatchesReference/b2_sq300_sk300_h4x4_s1:Fp8/GpuFp8.MatchesReference/b4_sq400_sk600_h4x2_s12:Fp8/GpuFp8.MatchesReference/*_s36:Fp8/GpuFp8.MatchesReference/*_s38:Fp8/GpuFp8.MatchesReference/*_s52'
       run memcheck_fp8 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter="$F8"
       run racecheck_fp8 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test_gpu_forward" --gtest_filter='Fp8/GpuFp8.MatchesReference/b2_sq300_sk300_h4x4_s1:Fp8/GpuFp8.MatchesReference/b4_sq400_sk600_h4x2_s12:Fp8/GpuFp8.MatchesReference/*_s52' ;;
     ssan)  # the scheduler's sanitizer runs of san alone
