@@ -16,7 +16,7 @@
 #             1/2 in the next, with the first call's BIN_DIR)
 #   san       memcheck / racecheck on small dense, feature, ragged and scheduler cases
 #   ssan      san's scheduler runs alone
-#   fsan      memcheck / racecheck on small fp8 cases (the V transposer, the Vt ring, O's buffer)
+#   fsan      memcheck / racecheck on small fp8 cases (the V transposer, the Vt ring, a CTA's tiles)
 #   psan      memcheck / racecheck on small paged cases
 #   gsan      memcheck / racecheck on small packed-GQA cases
 #   ksan      memcheck / racecheck on small kvcache cases (append + rotary pre-kernels, issue 17)
@@ -45,6 +45,11 @@
 #             split at '|'; default causal 8 x 2k, 16 heads, hdim 128): both kernels' details in
 #             $OUT/ncu_details.txt; both kernels' per-SASS-instruction samples of the first
 #             NCU_SOURCES shapes (default 1) in $OUT/ncu_source_{longattn,fa3}_N.csv.gz
+#   ncusm     where the SMs idle (issue 20): each kernel's SM active cycles, min / avg / max over
+#             the SMs against the elapsed cycles (every SM's value where ncu lists instances), of
+#             longattn's and FA3's kernels (NCU_SHAPES as ncutile; default causal 16 x 1k and
+#             8 x 2k) in $OUT/ncu_sm.txt: a spread of max over min is the schedule's tail, a low
+#             max the launch and exit
 #   ncufp8    ncu --set full of the fp8 kernel and cuDNN's fp8 kernel (NCU_FP8_SHAPE), details and
 #             every warp-stall metric side by side in $OUT/ncu_fp8_stalls.txt, both kernels'
 #             per-SASS-instruction samples in $OUT/ncu_fp8_source_{longattn,cudnn}.csv.gz (issue 21)
@@ -283,6 +288,21 @@ for st in $STAGES; do
       done
       tail -20 "$LOGS/ncutile.log" >>"$LOG"
       grep -E "^==|Duration|Registers Per|Executed Ipc A|Issue Slots Busy" "$OUT/ncu_details.txt" | tee -a "$SUM" ;;
+    ncusm)
+      : >"$OUT/ncu_sm.txt"
+      IFS='|' read -ra SHS <<<"${NCU_SHAPES:-"--batch 16 --seq 1024 --hq 16 --hk 16 --dim 128 --causal|--batch 8 --seq 2048 --hq 16 --hk 16 --dim 128 --causal"}"
+      M=gpu__time_duration.sum,sm__cycles_elapsed.max,sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max
+      for SH in "${SHS[@]}"; do
+        for who in longattn fa3; do
+          if [ $who = fa3 ]; then K=regex:FlashAttn; X="--fa3 .fa3"; else K=regex:fwd_kernel; X=""; fi
+          echo "== $who: $SH" >>"$OUT/ncu_sm.txt"
+          # shellcheck disable=SC2086  # SH is a flag list
+          timeout -k 10 "${STAGE_TIMEOUT:-420}" ncu --metrics "$M" --print-metric-instances values -k $K -s 1 -c 1 \
+            python3 bench/gpu/once.py --lib "$BIN/liblongattn_capi.so" $SH $X 2>&1 | grep -E "gpu__|sm__|==PROF==|rror" >>"$OUT/ncu_sm.txt"
+        done
+      done
+      cat "$OUT/ncu_sm.txt" >>"$LOG"
+      grep -E "^==|sm__cycles_active|gpu__time" "$OUT/ncu_sm.txt" | cut -c1-160 | tee -a "$SUM" ;;
     ncufp8)
       # Issue 21: the fp8 kernel and cuDNN's fp8 SDPA kernel, ncu --set full each, on one shape
       # (NCU_FP8_SHAPE: once.py flags; default 4 x 4k, 16 heads, hdim 128, full): details, and

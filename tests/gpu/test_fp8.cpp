@@ -96,8 +96,8 @@ std::vector<CaseSpec> fp8_cases() {
   v.push_back(s);
   v.push_back(F8(1, 300, 6000, 4, 2, true, 35));  // split-KV, causal (splits the diagonal's too)
   v.push_back(F8(2, 700, 400, 4, 2, true, 36));   // bottom-right, seq_q > seq_k: tiles with no key
-  // More tiles than SMs: a CTA's tiles reuse O's shared-memory buffer (kernel_config.cuh
-  // kOBuf) behind the TMA store of the one before; bf16 out full, f16 out causal.
+  // More tiles than SMs: each CTA runs several tiles (Q's two buffers, the K / V / Vt rings
+  // and the epilogue across tiles); bf16 out full, f16 out causal.
   v.push_back(F8(8, 520, 520, 8, 2, false, 37));
   s = F8(6, 700, 700, 8, 4, true, 38);
   s.out_dtype = DType::f16;
