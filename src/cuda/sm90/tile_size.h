@@ -129,10 +129,14 @@ constexpr bool dynamic_compiled(Kernel k, const TileConfig& t, int head_dim, boo
 //   tile's own Q buffer (the ragged kinds keep direct stores, which clip rows at their
 //   sequence's end and scatter packed rows). Two Q buffers: the last arrival on a buffer's
 //   q_empty comes during the next tile, so with one the next tile's Q could never load.
-// - fp8 dense kinds at head dim 128 (o_own_buffer): a 16-bit O is twice the e4m3 Q buffer,
-//   so O gets a buffer of its own (kBlockM x 128 x 2 bytes; smem_layout.cuh kOBytes).
+// - O in a buffer of its own (o_own_buffer; kBlockM x dv x 2 bytes, smem_layout.cuh kOBytes):
+//   the fp8 dense kinds at head dim 128 (a 16-bit O is twice the e4m3 Q buffer), and the
+//   16-bit dense kind up to head dim 128 (its Q buffer is then free at the tile's last Q.K^T,
+//   so the producer's next Q load does not wait for the previous tile's O store; hdim 128:
+//   192 + 32 KB of shared memory).
 constexpr bool o_own_buffer(Kernel k, bool fp8, int head_dim, int head_dim_v) {
-  return fp8 && kernel_dense(k) && head_dim == 128 && head_dim_v == 128;
+  if (fp8) return kernel_dense(k) && head_dim == 128 && head_dim_v == 128;
+  return k == Kernel::dense && head_dim <= 128 && head_dim_v == head_dim;
 }
 constexpr bool o_tma_compiled(Kernel k, const TileConfig& t, bool fp8, int head_dim, int head_dim_v) {
   if (fp8) return o_own_buffer(k, fp8, head_dim, head_dim_v);
