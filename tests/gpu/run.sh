@@ -301,7 +301,7 @@ for st in $STAGES; do
           who_args $who
           echo "== $who: $SH" >>"$OUT/ncu_sm.txt"
           # shellcheck disable=SC2086  # SH is a flag list
-          timeout -k 10 "${STAGE_TIMEOUT:-420}" ncu --metrics "$M" --print-metric-instances values -k $K -s 1 -c 1 \
+          timeout -k 10 "${STAGE_TIMEOUT:-420}" ncu --metrics "$M" --print-metric-instances values --kernel-name-base demangled -k $K -s 1 -c 1 \
             python3 bench/gpu/once.py --lib "$BIN/liblongattn_capi.so" $SH $X 2>&1 | grep -E "gpu__|sm__|==PROF==|rror" >>"$OUT/ncu_sm.txt"
         done
       done
