@@ -175,6 +175,10 @@ bench() {  # stage name, bench.py suite flags...: tables to stdout, numbers to $
   grep -E "row failed|Traceback|Error" "$LOGS/$name.log" | head -10 | tee -a "$SUM"
   sed -n '/^## /,$p' "$LOGS/$name.log"
 }
+# ncu's kernel filter (K) and once.py's extra flags (X) for longattn's kernel or FA3's.
+who_args() {
+  if [ "$1" = fa3 ]; then K=regex:FlashAttn; X="--fa3 .fa3"; else K=regex:fwd_kernel; X=""; fi
+}
 # The hdim-256 section list's sanitizer cases (san, ssan): bf16 forced and by rule, fp8.
 SL='SectionList/GpuForward.MatchesReference/b2_sq1500_sk1700_h8x2_d256_causal_*:SectionList/GpuForward.MatchesReference/b1_sq3000_sk3000_h12x4_d256_causalTL_*:GpuFp8SectionList.*'
 for st in $STAGES; do
@@ -277,7 +281,7 @@ for st in $STAGES; do
       for SH in "${SHS[@]}"; do
         n=$((n + 1))
         for who in longattn fa3; do
-          if [ $who = fa3 ]; then K=regex:FlashAttn; X="--fa3 .fa3"; else K=regex:fwd_kernel; X=""; fi
+          who_args $who
           # shellcheck disable=SC2086  # SH is a flag list
           ncu --set full --import-source no --kernel-name-base demangled -k $K -s 1 -c 1 -f -o "$LOGS/ncu_${who}_$n" \
             python3 bench/gpu/once.py --lib "$BIN/liblongattn_capi.so" $SH $X >>"$LOGS/ncutile.log" 2>&1
@@ -294,10 +298,10 @@ for st in $STAGES; do
       M=gpu__time_duration.sum,sm__cycles_elapsed.max,sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max
       for SH in "${SHS[@]}"; do
         for who in longattn fa3; do
-          if [ $who = fa3 ]; then K=regex:FlashAttn; X="--fa3 .fa3"; else K=regex:fwd_kernel; X=""; fi
+          who_args $who
           echo "== $who: $SH" >>"$OUT/ncu_sm.txt"
           # shellcheck disable=SC2086  # SH is a flag list
-          timeout -k 10 "${STAGE_TIMEOUT:-420}" ncu --metrics "$M" --print-metric-instances values -k $K -s 1 -c 1 \
+          timeout -k 10 "${STAGE_TIMEOUT:-420}" ncu --metrics "$M" --print-metric-instances values --kernel-name-base demangled -k $K -s 1 -c 1 \
             python3 bench/gpu/once.py --lib "$BIN/liblongattn_capi.so" $SH $X 2>&1 | grep -E "gpu__|sm__|==PROF==|rror" >>"$OUT/ncu_sm.txt"
         done
       done
