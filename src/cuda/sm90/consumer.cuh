@@ -56,6 +56,29 @@ struct PingPong {
   }
 };
 
+// Tile stagger (kLookahead, two warpgroups; named barriers 1 and 2, which PingPong leaves
+// unused there): without GEMM turns both warpgroups would start and end each tile together,
+// their prologues and epilogues leaving the tensor pipe idle at once. Warpgroup 1 starts a
+// tile only after warpgroup 0's first softmax of it (barrier 2), warpgroup 0 only after
+// warpgroup 1's first softmax of the previous tile (barrier 1; init arrives for the first),
+// so neither barrier's arrivals run a round ahead of its waits. Like PingPong's turns, one
+// arrival is left over at exit. The same operations in both warpgroups, only the ids differ:
+// with a branch on the warpgroup around the barriers the consumer spilled 64 bytes.
+template <class Cfg>
+struct TileStagger {
+  int wg;
+  static constexpr bool kOn = kLookahead<Cfg> && Cfg::kWGs == 2;
+  __device__ void init() const {
+    if (kOn && wg == 1) ptx::named_arrive(1, 256);
+  }
+  __device__ void tile_start() const {  // before the tile's first Q.K^T
+    if (kOn) ptx::named_sync(1 + wg, 256);
+  }
+  __device__ void first_softmax_done() const {  // once per tile (a tile without keys too)
+    if (kOn) ptx::named_arrive(2 - wg, 256);
+  }
+};
+
 // fp8: the descales of a tile's (batch, kv head): {q x k, v}.
 template <class Cfg>
 __device__ __forceinline__ float2 tile_descales(const FwdParams& p, int32_t b, int32_t hk) {
@@ -124,6 +147,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
   // (docs/PERFORMANCE.md, "The softmax in FA3's row order").
   constexpr bool kRowOrder = !(Cfg::kFp8 && Cfg::kHeadDim == 256);
 
+  const TileStagger<Cfg> stagger{wg};
+  stagger.init();
   for (int64_t k = 0;; ++k) {
     const int64_t t = [&]() -> int64_t {
       if constexpr (Cfg::kDynamic) {  // the id the producer published with this tile's Q
@@ -322,6 +347,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
         ptx::wgmma_wait<0>();
         finish_block(s_cur, v_stage, moved);
       };
+      stagger.tile_start();
       if (hi - 1 == lo) {  // one block
         turn.wait_turn();
         k_cur = issue_qk(sa);
@@ -330,6 +356,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
         ptx::wgmma_wait<0>();
         softmax_block(lo32, sa);  // O is still zero: no rescale
         to_p(sa, pf);
+        stagger.first_softmax_done();
       } else if (hi > lo) {
         turn.wait_turn();
         k_cur = issue_qk(sa);                    // S[hi - 1]
@@ -341,6 +368,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
         to_p(sa, pf);
         ptx::wgmma_wait<0>();
         ptx::pin(sb);
+        stagger.first_softmax_done();
         k_cur = k_second;
         int32_t jj = int32_t(hi) - 2;  // its S is in sb
         for (;;) {
@@ -366,6 +394,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
         release(sm.pv_empty(vs.stage));
         vs.advance();
       } else {
+        stagger.first_softmax_done();  // no key block: nothing to wait for
         settle_o();
         if (!o_in_q()) release(q_empty);
       }
