@@ -71,7 +71,7 @@ struct KernelConfig {
   // Dynamic tile assignment compiled in (tile_size.h dynamic_compiled).
   static constexpr bool kDynamic = dynamic_compiled(kKind_, kTile, kHeadDim_, kFp8);
   // O through shared memory and TMA stores where FwdParams::o_tma says so (tile_size.h
-  // o_tma_compiled): in the tile's Q buffer, or (kOBuf: fp8) in a buffer of its own.
+  // o_tma_compiled): in the tile's Q buffer, or (kOBuf: o_own_buffer) in a buffer of its own.
   // Column maps (narrow head dims): the O map is column-addressed too, and TMA clips the
   // columns past v's head dim.
   static constexpr bool kOTma = o_tma_compiled(kKind_, kTile, kFp8, kHeadDim_, kHeadDimV_);

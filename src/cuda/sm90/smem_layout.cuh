@@ -1,5 +1,6 @@
 // Shared-memory layout of the forward kernel: Q tile, K/V rings, mbarriers; fp8 kernels add
-// the transposed-V ring that P V reads (fp8.cuh), and the fp8 dense kinds a buffer for O.
+// the transposed-V ring that P V reads (fp8.cuh); some kinds a buffer for O (tile_size.h
+// o_own_buffer).
 // NOTES: every tile starts 1024-byte aligned (128B swizzle atoms; descriptor base offset 0).
 #pragma once
 
@@ -11,7 +12,7 @@ namespace longattn::cuda::sm90 {
 // 2 (bf16 / f16) or 1 (e4m3). kVt: a Vt ring (kHeadDimV rows x kBlockN keys) beside the V ring,
 // which the fp8 kernels' transposer fills; without it (16-bit, or fp8 with V transposed in
 // global memory: kernel_config.cuh kVtGlobal) P V reads the V ring itself. kOBytes_: a buffer
-// for O of its own (fp8: kernel_config.cuh kOBuf), else none.
+// for O of its own (kernel_config.cuh kOBuf), else none.
 template <int kHeadDim, int kBlockM, int kBlockN, int kStages, int kQStages, int kHeadDimV = kHeadDim,
           int kElemBytes = 2, bool kVtRing = kElemBytes == 1, int kOBytes_ = 0>
 struct SmemLayout {
