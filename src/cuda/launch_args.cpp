@@ -80,17 +80,17 @@ std::string encode_vt_map(const void* vt, int64_t batch, int64_t heads_kv, int64
 }
 
 bool encode_out_map(const Args& a, const detail::Problem& p, const ForwardPlan& plan, sm90::LaunchArgs* la) {
-  // (Not dense_vt: it is fp8, whose O never goes through TMA stores.)
-  if (plan.kernel != sm90::Kernel::dense && plan.kernel != sm90::Kernel::feature) return false;
-  if (plan.tile.q_stages < 2) return false;  // kernel_config.cuh kOTma
+  // The kernel's condition (tile_size.h o_tma_compiled) on its head dims (plan.h).
+  if (!sm90::o_tma_compiled(plan.kernel, plan.tile, p.fp8, plan.dim_qk, plan.dim_v)) return false;
   if (plan.q_shift > 0) return false;  // a TMA store at a negative row faulted (illegal instruction)
-  if (p.fp8 || p.out_dtype != p.in_dtype || a.out.rank != 4) return false;
-  if (p.in_dtype != DType::bf16 && p.in_dtype != DType::f16) return false;
+  // A 16-bit output: the input's type (fp8: bf16 or f16, which the kernel packs by out_type).
+  const DType o = p.out_dtype;
+  if (o != DType::bf16 && o != DType::f16) return false;
+  if ((!p.fp8 && o != p.in_dtype) || a.out.rank != 4) return false;
   if (reinterpret_cast<uintptr_t>(a.out.data) % 16 != 0) return false;
   for (int i = 0; i < 3; ++i)  // 8 elements = 16 bytes (a batch / head extent of 1: any stride)
     if ((i == 1 || a.out.shape[i] > 1) && a.out.stride[i] % 8 != 0) return false;
-  TileMapSpec mo = map_spec(a.out, p.in_dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                             : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 64);
+  TileMapSpec mo = map_spec(a.out, o == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 64);
   mo.box_chunks = 1;
   mo.col_chunks = plan.col_maps;
   return encode_tile_map(mo, &la->tm_o).empty();

@@ -20,7 +20,8 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 }
 
 // Named barriers (ids 1..15; 0 is __syncthreads). `threads` is a multiple of 32.
-// Ids 1..kWGs: the consumers' ping-pong turns (consumer.cuh); kBarOStore + wg: one consumer
+// Ids 1..kWGs: the consumers' ping-pong turns, or (fp8 dense_vt) 1 and 2 their tile stagger
+// (consumer.cuh PingPong, TileStagger); kBarOStore + wg: one consumer
 // warpgroup's O written to shared memory before its TMA store (consumer.cuh, o_tma);
 // kBarClearTail: all consumers after clearing a sequence's last V tile (tail_rows.cuh).
 constexpr uint32_t kBarOStore = 4;

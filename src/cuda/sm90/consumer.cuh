@@ -56,6 +56,29 @@ struct PingPong {
   }
 };
 
+// Tile stagger (kLookahead, two warpgroups; named barriers 1 and 2, which PingPong leaves
+// unused there): without GEMM turns both warpgroups would start and end each tile together,
+// their prologues and epilogues leaving the tensor pipe idle at once. Warpgroup 1 starts a
+// tile only after warpgroup 0's first softmax of it (barrier 2), warpgroup 0 only after
+// warpgroup 1's first softmax of the previous tile (barrier 1; init arrives for the first),
+// so neither barrier's arrivals run a round ahead of its waits. Like PingPong's turns, one
+// arrival is left over at exit. The same operations in both warpgroups, only the ids differ:
+// with a branch on the warpgroup around the barriers the consumer spilled 64 bytes.
+template <class Cfg>
+struct TileStagger {
+  int wg;
+  static constexpr bool kOn = kLookahead<Cfg> && Cfg::kWGs == 2;
+  __device__ void init() const {
+    if (kOn && wg == 1) ptx::named_arrive(1, 256);
+  }
+  __device__ void tile_start() const {  // before the tile's first Q.K^T
+    if (kOn) ptx::named_sync(1 + wg, 256);
+  }
+  __device__ void first_softmax_done() const {  // once per tile (a tile without keys too)
+    if (kOn) ptx::named_arrive(2 - wg, 256);
+  }
+};
+
 // fp8: the descales of a tile's (batch, kv head): {q x k, v}.
 template <class Cfg>
 __device__ __forceinline__ float2 tile_descales(const FwdParams& p, int32_t b, int32_t hk) {
@@ -91,8 +114,13 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
   // after the epilogue, and thread 0's only after its store has read the slice: deferred
   // into the next tile, after that tile's first Q.K^T is issued (o_pending), so nobody waits
   // for the store. The producer loads into this buffer again two tiles later.
+  // kOBuf (tile_size.h o_own_buffer): O has a buffer of its own and Q's arrivals come as without TMA stores; the
+  // warpgroup's next epilogue waits (thread 0, then its named barrier) until the previous
+  // store has read the slice, a tile later, so that wait is normally already over.
   auto o_tma = [&] { return Cfg::kOTma && p.o_tma; };
+  auto o_in_q = [&] { return !Cfg::kOBuf && o_tma(); };  // q_empty's arrivals deferred
   uint64_t* o_pending = nullptr;  // thread 0: q_empty owed once its last TMA store has read
+  bool o_stored = false;          // thread 0 (kOBuf): a TMA store of O was issued
   auto settle_o = [&] {
     if constexpr (Cfg::kOTma) {
       if (o_pending) {
@@ -119,6 +147,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
   // (docs/PERFORMANCE.md, "The softmax in FA3's row order").
   constexpr bool kRowOrder = !(Cfg::kFp8 && Cfg::kHeadDim == 256);
 
+  const TileStagger<Cfg> stagger{wg};
+  stagger.init();
   for (int64_t k = 0;; ++k) {
     const int64_t t = [&]() -> int64_t {
       if constexpr (Cfg::kDynamic) {  // the id the producer published with this tile's Q
@@ -286,7 +316,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       auto softmax_block = [&](int32_t jj, float(&s_cur)[kNS]) -> bool {  // S[jj] complete
         ptx::pin(s_cur);
         release(sm.k_empty(k_cur));
-        if (jj == lo32 && !o_tma()) release(q_empty);
+        if (jj == lo32 && !o_in_q()) release(q_empty);
         mask_s(s_cur, jj);
         return softmax_update(s_cur, nullptr);
       };
@@ -317,6 +347,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
         ptx::wgmma_wait<0>();
         finish_block(s_cur, v_stage, moved);
       };
+      stagger.tile_start();
       if (hi - 1 == lo) {  // one block
         turn.wait_turn();
         k_cur = issue_qk(sa);
@@ -325,6 +356,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
         ptx::wgmma_wait<0>();
         softmax_block(lo32, sa);  // O is still zero: no rescale
         to_p(sa, pf);
+        stagger.first_softmax_done();
       } else if (hi > lo) {
         turn.wait_turn();
         k_cur = issue_qk(sa);                    // S[hi - 1]
@@ -336,6 +368,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
         to_p(sa, pf);
         ptx::wgmma_wait<0>();
         ptx::pin(sb);
+        stagger.first_softmax_done();
         k_cur = k_second;
         int32_t jj = int32_t(hi) - 2;  // its S is in sb
         for (;;) {
@@ -361,8 +394,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
         release(sm.pv_empty(vs.stage));
         vs.advance();
       } else {
+        stagger.first_softmax_done();  // no key block: nothing to wait for
         settle_o();
-        if (!o_tma()) release(q_empty);
+        if (!o_in_q()) release(q_empty);
       }
     } else if (hi > lo) {
       // P is double-buffered (pa, pb; kDoubleP): the P V in flight reads one buffer while the
@@ -390,7 +424,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       ptx::pin(s);
       release(sm.k_empty(ks.stage));
       ks.advance();
-      if (j == lo && !o_tma()) release(q_empty);
+      if (j == lo && !o_in_q()) release(q_empty);
       if constexpr (Cfg::kFeat) {
         mask_s(s, j);
       } else {
@@ -426,7 +460,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
         ptx::pin(s);
         release(sm.k_empty(ks.stage));
         ks.advance();
-        if (jj == lo && !o_tma()) release(q_empty);
+        if (jj == lo && !o_in_q()) release(q_empty);
         mask_s(s, jj);
         bool moved;
         if constexpr (kDoubleP) {
@@ -472,7 +506,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       }
     } else {
       settle_o();
-      if (!o_tma()) release(q_empty);
+      if (!o_in_q()) release(q_empty);
     }
 
     float inv[2], lse[2];
@@ -499,22 +533,40 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       const int64_t row = tc.m_block * Cfg::kBlockM + row0 - p.q_shift;  // the memory row
       if (o_tma()) {
         if constexpr (Cfg::kOTma) {
-          // q_wg: this warpgroup's rows of every chunk; chunks kBlockM x 128 bytes apart.
-          store_o_smem<typename Cfg::Element>(o, q_wg, Cfg::kBlockM * 128, warp, lane);
+          // o_wg: this warpgroup's rows of every 64-column chunk; chunks kBlockM x 128 bytes apart.
+          uint8_t* o_wg = Cfg::kOBuf ? sm.o() + wg * 64 * 128 : q_wg;
+          if constexpr (Cfg::kOBuf) {  // the previous tile's store has read o_wg
+            if (tid == 0) ptx::bulk_wait_read<0>();
+            ptx::named_sync(ptx::kBarOStore + wg, 128);
+          }
+          if constexpr (Cfg::kFp8) {  // O in the output's type (launch_args.cpp: bf16 or f16)
+            if (p.out_type == OutType::bf16) {
+              store_o_smem<__nv_bfloat16>(o, o_wg, Cfg::kBlockM * 128, warp, lane);
+            } else {
+              store_o_smem<__half>(o, o_wg, Cfg::kBlockM * 128, warp, lane);
+            }
+          } else {
+            store_o_smem<typename Cfg::Element>(o, o_wg, Cfg::kBlockM * 128, warp, lane);
+          }
           ptx::fence_proxy_async_smem();  // each writer: its stores -> the TMA store's reads
           ptx::named_sync(ptx::kBarOStore + wg, 128);
           // Rows past seq_q: clipped by the map. (q_shift calls store directly: a TMA store at a
           // negative row faulted; launch_args.cpp encode_out_map.)
           if (tid == 0) {
+            constexpr int kOChunks = Cfg::kHeadDimV * 2 / 128;  // 16-bit O: 64 columns a chunk
 #pragma unroll
-            for (int c = 0; c < Cfg::kChunksV; ++c) {
+            for (int c = 0; c < kOChunks; ++c) {
               const bool cols = Cfg::kColMaps && p.col_maps;  // chunk c at column c x 64
-              ptx::tma_store_5d(tm_o, q_wg + c * (Cfg::kBlockM * 128), cols ? c * Cfg::kChunkCols : 0,
+              ptx::tma_store_5d(tm_o, o_wg + c * (Cfg::kBlockM * 128), cols ? c * 64 : 0,
                                 tc.m_block * Cfg::kBlockM + wg * 64 - p.q_shift, cols ? 0 : c, tc.h, tc.b);
             }
             ptx::bulk_commit();
-            o_pending = q_empty;
-          } else {
+            if constexpr (Cfg::kOBuf) {
+              o_stored = true;
+            } else {
+              o_pending = q_empty;
+            }
+          } else if (!Cfg::kOBuf) {
             release(q_empty);
           }
         }
@@ -524,8 +576,8 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       store_lse(p, lse, tc.b, tc.h, row, lane, p.seq_q - p.q_shift);
     }
   }
-  if constexpr (Cfg::kOTma) {
-    if (o_pending) ptx::bulk_wait<0>();  // the last store done before the CTA's shared memory goes
+  if constexpr (Cfg::kOTma) {  // the last store done before the CTA's shared memory goes
+    if (o_pending || o_stored) ptx::bulk_wait<0>();
   }
 }
 

@@ -68,19 +68,18 @@ struct KernelConfig {
   static constexpr int kQStages = kTile.q_stages;
   static constexpr int kWGs = kTile.consumer_wgs;
   static constexpr int kThreads = 128 * (kWGs + 1);
-  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages, kHeadDimV, kElemBytes, kFp8 && !kVtGlobal>;
-  static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
   // Dynamic tile assignment compiled in (tile_size.h dynamic_compiled).
   static constexpr bool kDynamic = dynamic_compiled(kKind_, kTile, kHeadDim_, kFp8);
-  // O through shared memory (its tile's Q buffer) and TMA stores where FwdParams::o_tma says
-  // so: the dense and feature kinds (the dense layout; the ragged kinds keep direct stores,
-  // which clip rows at their sequence's end and scatter packed rows), 16-bit, O no wider
-  // than Q. Column maps (narrow head dims): the O map is column-addressed too, and TMA clips
-  // the columns past v's head dim. Two Q buffers: the last arrival on a buffer's q_empty
-  // comes during the next tile (consumer.cuh settle_o), so with one buffer the next tile's Q
-  // could never load (a CTA's second tile deadlocked).
-  static constexpr bool kOTma = (kKind_ == Kernel::dense || kKind_ == Kernel::feature) && !kFp8 &&
-                                kHeadDimV_ <= kHeadDim_ && kTile.q_stages >= 2;
+  // O through shared memory and TMA stores where FwdParams::o_tma says so (tile_size.h
+  // o_tma_compiled): in the tile's Q buffer, or (kOBuf: o_own_buffer) in a buffer of its own.
+  // Column maps (narrow head dims): the O map is column-addressed too, and TMA clips the
+  // columns past v's head dim.
+  static constexpr bool kOTma = o_tma_compiled(kKind_, kTile, kFp8, kHeadDim_, kHeadDimV_);
+  static constexpr bool kOBuf = kOTma && o_own_buffer(kKind_, kFp8, kHeadDim_, kHeadDimV_);
+  using Smem = SmemLayout<kHeadDim, kBlockM, kBlockN, kStages, kQStages, kHeadDimV, kElemBytes, kFp8 && !kVtGlobal,
+                          kOBuf ? kBlockM * kHeadDimV * 2 : 0>;
+  static constexpr int kSmemBytes = Smem::kBytes + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
   static_assert(kBlockM == 64 * kWGs, "one consumer warpgroup per 64 query rows");
   static_assert(kBlockN % 16 == 0 && kHeadDim % kChunkCols == 0 && kHeadDimV % kChunkCols == 0,
                 "wgmma k16 steps / 128B chunks");

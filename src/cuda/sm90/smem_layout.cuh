@@ -1,5 +1,6 @@
 // Shared-memory layout of the forward kernel: Q tile, K/V rings, mbarriers; fp8 kernels add
-// the transposed-V ring that P V reads (fp8.cuh).
+// the transposed-V ring that P V reads (fp8.cuh); some kinds a buffer for O (tile_size.h
+// o_own_buffer).
 // NOTES: every tile starts 1024-byte aligned (128B swizzle atoms; descriptor base offset 0).
 #pragma once
 
@@ -10,9 +11,10 @@ namespace longattn::cuda::sm90 {
 // kHeadDim: q / k head dim; kHeadDimV: v's (192 / 128 for DeepSeek-style heads); kElemBytes:
 // 2 (bf16 / f16) or 1 (e4m3). kVt: a Vt ring (kHeadDimV rows x kBlockN keys) beside the V ring,
 // which the fp8 kernels' transposer fills; without it (16-bit, or fp8 with V transposed in
-// global memory: kernel_config.cuh kVtGlobal) P V reads the V ring itself.
+// global memory: kernel_config.cuh kVtGlobal) P V reads the V ring itself. kOBytes_: a buffer
+// for O of its own (kernel_config.cuh kOBuf), else none.
 template <int kHeadDim, int kBlockM, int kBlockN, int kStages, int kQStages, int kHeadDimV = kHeadDim,
-          int kElemBytes = 2, bool kVtRing = kElemBytes == 1>
+          int kElemBytes = 2, bool kVtRing = kElemBytes == 1, int kOBytes_ = 0>
 struct SmemLayout {
   static constexpr bool kVt = kVtRing;
   static constexpr int kQBytes = kBlockM * kHeadDim * kElemBytes;
@@ -22,15 +24,18 @@ struct SmemLayout {
   static constexpr int kKOff = kQOff + kQStages * kQBytes;
   static constexpr int kVOff = kKOff + kStages * kKBytes;
   static constexpr int kVtOff = kVOff + kStages * kVBytes;
-  static constexpr int kBarOff = kVtOff + (kVt ? kStages * kVBytes : 0);
+  static constexpr int kOBytes = kOBytes_;
+  static constexpr int kOOff = kVtOff + (kVt ? kStages * kVBytes : 0);
+  static constexpr int kBarOff = kOOff + kOBytes;
   static constexpr int kNumBars = 2 * kQStages + (kVt ? 6 : 4) * kStages;  // q, k, v (and vt) rings
   static constexpr int kBytes = kBarOff + 8 * kNumBars;
-  static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0, "tiles must stay 1024-aligned");
+  static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0 && kOBytes % 1024 == 0, "tiles must stay 1024-aligned");
 
   uint8_t* base;
   __device__ uint8_t* q(int s) const { return base + kQOff + s * kQBytes; }
   __device__ uint8_t* k(int s) const { return base + kKOff + s * kKBytes; }
   __device__ uint8_t* v(int s) const { return base + kVOff + s * kVBytes; }
+  __device__ uint8_t* o() const { return base + kOOff; }
   __device__ uint64_t* bars() const { return reinterpret_cast<uint64_t*>(base + kBarOff); }
   __device__ uint64_t* q_full(int s) const { return bars() + s; }
   __device__ uint64_t* q_empty(int s) const { return bars() + kQStages + s; }

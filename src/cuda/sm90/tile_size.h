@@ -123,6 +123,26 @@ constexpr bool dynamic_compiled(Kernel k, const TileConfig& t, int head_dim, boo
   return !fp8 && t.lpt_sections && t.consumer_wgs == 2 && !(kernel_paged(k) && head_dim <= 64);
 }
 
+// O through shared memory and TMA stores (consumer.cuh; FwdParams::o_tma, set by
+// launch_args.cpp encode_out_map where the output allows it) compiled in:
+// - 16-bit dense and feature kinds with two Q buffers, O no wider than Q: O goes into the
+//   tile's own Q buffer (the ragged kinds keep direct stores, which clip rows at their
+//   sequence's end and scatter packed rows). Two Q buffers: the last arrival on a buffer's
+//   q_empty comes during the next tile, so with one the next tile's Q could never load.
+// - O in a buffer of its own (o_own_buffer; kBlockM x dv x 2 bytes, smem_layout.cuh kOBytes):
+//   the fp8 dense kinds at head dim 128 (a 16-bit O is twice the e4m3 Q buffer), and the
+//   16-bit dense kind up to head dim 128 (its Q buffer is then free at the tile's last Q.K^T,
+//   so the producer's next Q load does not wait for the previous tile's O store; hdim 128:
+//   192 + 32 KB of shared memory).
+constexpr bool o_own_buffer(Kernel k, bool fp8, int head_dim, int head_dim_v) {
+  if (fp8) return kernel_dense(k) && head_dim == 128 && head_dim_v == 128;
+  return k == Kernel::dense && head_dim <= 128 && head_dim_v == head_dim;
+}
+constexpr bool o_tma_compiled(Kernel k, const TileConfig& t, bool fp8, int head_dim, int head_dim_v) {
+  if (fp8) return o_own_buffer(k, fp8, head_dim, head_dim_v);
+  return (k == Kernel::dense || k == Kernel::feature) && head_dim_v <= head_dim && t.q_stages >= 2;
+}
+
 constexpr TileConfig kernel_tile(Kernel k, int head_dim, int head_dim_v) {
   switch (k) {
     case Kernel::dense:
