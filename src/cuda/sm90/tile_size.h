@@ -3,8 +3,9 @@
 // result as template parameters; nothing else in the backend picks a tile.
 //
 // Shared memory per CTA = q_stages x Q (kBlockM x d) + stages x (K + V) (kBlockN x d each), 16-bit
-// elements, + an O buffer where o_own_buffer says (kBlockM x dv x 2 bytes), at most 227 KB. Registers per consumer thread: O (d/2) + S (kBlockN/2) +
-// P (kBlockN/4) live at once in the overlapped loop.
+// elements, + an O buffer where o_own_buffer says (kBlockM x dv x 2 bytes), at most 227 KB.
+// Registers per consumer thread: O (d/2) + S (kBlockN/2) + P (kBlockN/4) live at once in the
+// overlapped loop.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +35,9 @@ constexpr TileConfig dense_tile(int head_dim) {
   // 40/152 spilled 48 bytes); two Q buffers (112 KB smem, + 24 KB for O: o_own_buffer).
   if (head_dim <= 64) return {192, 128, 2, 3, 32, 160, 2};
   // hdim 128: 128 x 128 with two Q buffers (192 KB smem, + 32 KB for O: o_own_buffer); S 64 +
-  // two P buffers of 32 + O 64 registers (consumer.cuh kDoubleP). NOTES: the wider non-causal tiles (128 x 176 / 192:
-  // S 88-96, one P buffer) ran 0.94-0.96x of it at 4k-16k (docs/PERFORMANCE.md).
+  // two P buffers of 32 + O 64 registers (consumer.cuh kDoubleP). NOTES: the wider non-causal
+  // tiles (128 x 176 / 192: S 88-96, one P buffer) ran 0.94-0.96x of it at 4k-16k
+  // (docs/PERFORMANCE.md).
   if (head_dim <= 128) return {128, 128, 2, 2, 32, 232, 2};
   // hdim 192: 128 x 112 (48 KB Q + 2 x 2 x 42 KB K / V = 216 KB; 128 keys would need 240 KB);
   // S 56 + P 28 + O 96 registers, one P buffer (consumer.cuh kDoubleP: hdim <= 128), the
