@@ -90,7 +90,8 @@ bool encode_out_map(const Args& a, const detail::Problem& p, const ForwardPlan& 
   if (reinterpret_cast<uintptr_t>(a.out.data) % 16 != 0) return false;
   for (int i = 0; i < 3; ++i)  // 8 elements = 16 bytes (a batch / head extent of 1: any stride)
     if ((i == 1 || a.out.shape[i] > 1) && a.out.stride[i] % 8 != 0) return false;
-  TileMapSpec mo = map_spec(a.out, o == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 64);
+  TileMapSpec mo =
+      map_spec(a.out, o == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 64);
   mo.box_chunks = 1;
   mo.col_chunks = plan.col_maps;
   return encode_tile_map(mo, &la->tm_o).empty();

@@ -86,7 +86,8 @@ int check(const MCase& c, int32_t used_q = -1) {
     for (int64_t b = lo; b < hi; ++b)
       check_fragments<kM, kN>(
           mb, b, seq_q, [&](float(&s)[kN / 2], int row0, int lane) { m.apply(s, b, row0, lane); },
-          [&](int r) { return mb * kM + r; }, [&](int64_t row, int64_t key) { return key < c.seq_k && detail::key_visible(rule, row + off, key); }, fail);
+          [&](int r) { return mb * kM + r; },
+          [&](int64_t row, int64_t key) { return key < c.seq_k && detail::key_visible(rule, row + off, key); }, fail);
   }
   return errors;
 }
@@ -179,7 +180,8 @@ int check_dense(int64_t seq_q, int64_t seq_k, bool causal, bool top_left) {
             m.dense_limits(b, row0, lane, lim);
             m.apply_limits(s, lim);
           },
-          [&](int r) { return mb * kM + r; }, [&](int64_t row, int64_t key) { return key < seq_k && detail::key_visible(rule, row + off, key); }, fail);
+          [&](int r) { return mb * kM + r; },
+          [&](int64_t row, int64_t key) { return key < seq_k && detail::key_visible(rule, row + off, key); }, fail);
   }
   return errors;
 }

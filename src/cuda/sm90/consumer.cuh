@@ -114,9 +114,10 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
   // after the epilogue, and thread 0's only after its store has read the slice: deferred
   // into the next tile, after that tile's first Q.K^T is issued (o_pending), so nobody waits
   // for the store. The producer loads into this buffer again two tiles later.
-  // kOBuf (tile_size.h o_own_buffer): O has a buffer of its own and Q's arrivals come as without TMA stores; the
-  // warpgroup's next epilogue waits (thread 0, then its named barrier) until the previous
-  // store has read the slice, a tile later, so that wait is normally already over.
+  // kOBuf (tile_size.h o_own_buffer): O has a buffer of its own and Q's arrivals come as
+  // without TMA stores; the warpgroup's next epilogue waits (thread 0, then its named
+  // barrier) until the previous store has read the slice, a tile later, so that wait is
+  // normally already over.
   auto o_tma = [&] { return Cfg::kOTma && p.o_tma; };
   auto o_in_q = [&] { return !Cfg::kOBuf && o_tma(); };  // q_empty's arrivals deferred
   uint64_t* o_pending = nullptr;  // thread 0: q_empty owed once its last TMA store has read

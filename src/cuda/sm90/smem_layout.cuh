@@ -29,7 +29,8 @@ struct SmemLayout {
   static constexpr int kBarOff = kOOff + kOBytes;
   static constexpr int kNumBars = 2 * kQStages + (kVt ? 6 : 4) * kStages;  // q, k, v (and vt) rings
   static constexpr int kBytes = kBarOff + 8 * kNumBars;
-  static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0 && kOBytes % 1024 == 0, "tiles must stay 1024-aligned");
+  static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0 && kOBytes % 1024 == 0,
+                "tiles must stay 1024-aligned");
 
   uint8_t* base;
   __device__ uint8_t* q(int s) const { return base + kQOff + s * kQBytes; }
