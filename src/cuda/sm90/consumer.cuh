@@ -167,7 +167,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
     // the final normalization; 1 (folded away) for 16-bit inputs.
     float dqk = 1.f, dv = 1.f;
     if constexpr (Cfg::kFp8) {
-      const float2 d = tile_descales<Cfg>(p, w.kv_b, Cfg::kPack ? tc.h : tc.h / int32_t(p.group));
+      const float2 d = tile_descales<Cfg>(p, w.kv_b, Cfg::kPack ? tc.h : int32_t(p.fd_group.div(uint32_t(tc.h))));
       dqk = d.x;
       dv = d.y;
     }
