@@ -577,8 +577,10 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       store_lse(p, lse, tc.b, tc.h, row, lane, p.seq_q - p.q_shift);
     }
   }
-  if constexpr (Cfg::kOTma) {  // the last store done before the CTA's shared memory goes
-    if (o_pending || o_stored) ptx::bulk_wait<0>();
+  // The last store has read its shared memory before the CTA's shared memory goes; the global
+  // writes complete on their own (the grid's end orders them for the host).
+  if constexpr (Cfg::kOTma) {
+    if (o_pending || o_stored) ptx::bulk_wait_read<0>();
   }
 }
 
