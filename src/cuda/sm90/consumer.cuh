@@ -582,6 +582,9 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
   if constexpr (Cfg::kOTma) {
     if (o_pending || o_stored) ptx::bulk_wait_read<0>();
   }
+  if constexpr (kernel_dense(Cfg::kKind)) {  // the diagnostic probe (params.h cta_clock)
+    if (p.cta_clock && tid == 0) p.cta_clock[8 * size_t(blockIdx.x) + 2 + wg] = ptx::global_timer();
+  }
 }
 
 }  // namespace longattn::cuda::sm90

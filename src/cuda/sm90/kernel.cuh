@@ -126,6 +126,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
   if (threadIdx.x == 0) {
+    if constexpr (kernel_dense(Cfg::kKind)) {  // the diagnostic probe (params.h cta_clock)
+      if (p.cta_clock) {
+        p.cta_clock[8 * size_t(blockIdx.x)] = ptx::global_timer();
+        p.cta_clock[8 * size_t(blockIdx.x) + 1] = ptx::sm_id();
+      }
+    }
     ptx::prefetch_tensor_map(&tm_q);
     ptx::prefetch_tensor_map(&tm_k);
     ptx::prefetch_tensor_map(&tm_v);

@@ -139,6 +139,9 @@ struct FwdParams {
   // (the rank's second chunk) add cp_q_shift to causal_offset (mask.cuh). cp_chunk 0: off.
   int32_t cp_world = 0, cp_chunk = 0;
   int64_t cp_q_split = INT64_MAX, cp_q_shift = 0;
+  // Diagnostic, dense kinds only (common/overrides.h cta_clock): per CTA c, [8c] its start
+  // (%globaltimer), [8c + 1] its SM, [8c + 2 + w] consumer warpgroup w's end. Null: off.
+  unsigned long long* cta_clock = nullptr;
 };
 
 }  // namespace longattn::cuda::sm90
