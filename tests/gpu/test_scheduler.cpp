@@ -194,9 +194,9 @@ TEST(TileScheduler, OffGridSectionsBalanceInTheModel) {
   EXPECT_EQ(section_pairs(true, 64, 32, 132, 1, 4096 * 512, 25 << 20), 8);    // 4 x 4k: two rounds less 8 tiles
 }
 
-// FastDiv (the scheduler's divisions by launch constants) equals integer division on every
-// divisor class: small ones, powers of two and their neighbours, random ones up to 2^31 - 1,
-// each with dividends at the multiples' edges, random ones and 2^31 - 1.
+// FastDiv (the scheduler's and the kv head's divisions by launch constants) equals integer
+// division on every divisor class: small ones, powers of two and their neighbours, random ones
+// up to 2^31 - 1, each with dividends at the multiples' edges, random ones and 2^31 - 1.
 TEST(FastDiv, MatchesDivision) {
   std::mt19937_64 rng(20261202);
   std::vector<uint32_t> divisors;

@@ -10,6 +10,9 @@
 // [0, 2^31): with m d = 2^(31 + l) + e, 0 <= e < d, n m / 2^(31 + l) = n / d + n e / (d 2^(31 + l)),
 // whose second term is below 2^31 d / (d 2^(31 + l)) = 2^-l <= 1 / d, and n / d's fractional
 // part is at most (d - 1) / d. Callers keep n below 2^31 (the host refuses 2^31 tiles or more).
+// NOTES: page_math.h page_div (the paged producer's token-to-page division) is the
+// multiply-high form (mulhi, add, shift). Here that form made ptxas spill the paged 192 / 128
+// kernel (12 bytes); this wide form (one IMAD.WIDE.U32 and a 64-bit shift) does not.
 #pragma once
 
 #include <cassert>
