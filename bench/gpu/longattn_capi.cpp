@@ -39,7 +39,8 @@ extern "C" {
 /// section), splits (N; 0: none), tile_list, dynamic, section_list, section_rotate, pack_gqa,
 /// softcap_fixed, fp8_upcast, fp8_vt_global (rule|off|on),
 /// paged_fill (rule|tma|lanes|gather),
-/// paged_group_k, paged_group_v (0|1), rescale_threshold (float; 0: always rescale); and one
+/// paged_group_k, paged_group_v (0|1), rescale_threshold (float; 0: always rescale),
+/// cta_clock (a device address in decimal: the dense kinds' per-CTA times, Overrides::cta_clock); and one
 /// Args field, sm_margin (N >= 0: the grid of a GPU whose other work holds N SMs).
 /// Returns 0, or 1 with a message naming the bad key or value.
 int longattn_bench_set_overrides(const char* spec, char* err, int err_len) {
@@ -99,6 +100,11 @@ int longattn_bench_set_overrides(const char* spec, char* err, int err_len) {
       o.paged_group_k = v != "0";
     } else if (k == "paged_group_v") {
       o.paged_group_v = v != "0";
+    } else if (k == "cta_clock") {
+      char* e = nullptr;
+      const unsigned long long addr = std::strtoull(v.c_str(), &e, 10);
+      ok = !v.empty() && *e == 0;
+      o.cta_clock = addr;
     } else if (k == "rescale_threshold") {
       o.rescale_threshold = std::strtof(v.c_str(), nullptr);
     } else if (k == "sm_margin") {

@@ -124,6 +124,7 @@ void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& pla
     set(a.v_descale, &fp.v_descale, &fp.vd_sb, &fp.vd_sh);
   }
   fp.rescale_threshold = plan.rescale_threshold;
+  fp.cta_clock = reinterpret_cast<unsigned long long*>(plan.cta_clock);
   fp.causal = causal;
   fp.causal_offset = (causal || windowed) ? p.mask.offset(p.max_seq_q, p.max_seq_k) : 0;
   if (p.cp_chunk > 0) {  // positions of the rank's chunks (layout.cpp query_position)

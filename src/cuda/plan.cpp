@@ -189,6 +189,7 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
     pl.softcap_mode = fixed ? sm90::kCapFixed : sm90::kCapFused;
   }
   pl.rescale_threshold = ov.rescale_threshold;
+  pl.cta_clock = ov.cta_clock;
   // fp8: P must stay inside e4m3 (fp8_scale.h): never a larger threshold than the bound.
   if (p.fp8) pl.rescale_threshold = std::min(pl.rescale_threshold, sm90::kFp8RescaleThreshold);
 

@@ -35,6 +35,7 @@ struct ForwardPlan {
   int64_t q_shift = 0;
   int32_t softcap_mode = 0;  // softcap_mode.h SoftcapMode
   float rescale_threshold = 8.0f;
+  uint64_t cta_clock = 0;    // Overrides::cta_clock (the dense kinds' per-CTA times; 0: off)
   // Tile order (schedule_rule.h, scheduler.cuh).
   int64_t section_bh = 1;    // (batch, head) pairs per L2 section
   bool tile_list = false;    // ragged: the device-built tile list instead of the padded grid

@@ -50,6 +50,9 @@
 #             longattn's and FA3's kernels (NCU_SHAPES as ncutile; default causal 16 x 1k and
 #             8 x 2k) in $OUT/ncu_sm.txt: a spread of max over min is the schedule's tail, a low
 #             max the launch and exit
+#   ctaclock  bench/gpu/cta_clock.py: each CTA's start and end (%globaltimer, the dense kinds'
+#             Overrides::cta_clock) against the call's CUPTI time and FA3's, causal 1k / 2k, full
+#             1k, causal 4k (CTACLOCK_ARGS; $OUT/cta_clock.txt): the launch and the drain (issue 20)
 #   ncufp8    ncu --set full of the fp8 kernel and cuDNN's fp8 kernel (NCU_FP8_SHAPE), details and
 #             every warp-stall metric side by side in $OUT/ncu_fp8_stalls.txt, both kernels'
 #             per-SASS-instruction samples in $OUT/ncu_fp8_source_{longattn,cudnn}.csv.gz (issue 21)
@@ -307,6 +310,13 @@ for st in $STAGES; do
       done
       cat "$OUT/ncu_sm.txt" >>"$LOG"
       grep -E "^==|sm__cycles_active|gpu__time" "$OUT/ncu_sm.txt" | cut -c1-160 | tee -a "$SUM" ;;
+    ctaclock)
+      # Issue 20: each CTA's start and end from %globaltimer against the call's CUPTI time, and
+      # FA3's time on the same inputs (bench/gpu/cta_clock.py; CTACLOCK_ARGS, e.g. --shapes).
+      # shellcheck disable=SC2086  # CTACLOCK_ARGS is a flag list
+      timeout -k 10 "${STAGE_TIMEOUT:-420}" python3 bench/gpu/cta_clock.py --lib "$BIN/liblongattn_capi.so" \
+        $([ -f .fa3/libdew_flash_attn3.so ] && echo "--fa3 .fa3") ${CTACLOCK_ARGS:-} >"$OUT/cta_clock.txt" 2>&1
+      cat "$OUT/cta_clock.txt" | tee -a "$SUM" >>"$LOG" ;;
     ncufp8)
       # Issue 21: the fp8 kernel and cuDNN's fp8 SDPA kernel, ncu --set full each, on one shape
       # (NCU_FP8_SHAPE: once.py flags; default 4 x 4k, 16 heads, hdim 128, full): details, and

@@ -194,6 +194,36 @@ TEST(TileScheduler, OffGridSectionsBalanceInTheModel) {
   EXPECT_EQ(section_pairs(true, 64, 32, 132, 1, 4096 * 512, 25 << 20), 8);    // 4 x 4k: two rounds less 8 tiles
 }
 
+// FastDiv (the scheduler's and the kv head's divisions by launch constants) equals integer
+// division on every divisor class: small ones, powers of two and their neighbours, random ones
+// up to 2^31 - 1, each with dividends at the multiples' edges, random ones and 2^31 - 1.
+TEST(FastDiv, MatchesDivision) {
+  std::mt19937_64 rng(20261202);
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d <= 3000; ++d) divisors.push_back(d);
+  for (int l = 1; l <= 31; ++l) {
+    const uint64_t p2 = uint64_t(1) << l;
+    for (int64_t e = -2; e <= 2; ++e)
+      if (int64_t(p2) + e >= 1 && int64_t(p2) + e < (int64_t(1) << 31)) divisors.push_back(uint32_t(int64_t(p2) + e));
+  }
+  for (int i = 0; i < 3000; ++i) divisors.push_back(uint32_t(1 + rng() % ((uint64_t(1) << 31) - 1)));
+  const uint32_t top = (1u << 31) - 1;
+  for (const uint32_t d : divisors) {
+    const FastDiv f(d);
+    std::vector<uint32_t> ns = {0, 1, d - 1, d, top, top - 1, top - top % d, top - top % d - 1};
+    for (uint64_t k : {uint64_t(2), uint64_t(3), uint64_t(top / d), uint64_t(top / d / 2 + 1)}) {
+      if (k * d <= top) ns.push_back(uint32_t(k * d));
+      if (k * d - 1 <= top) ns.push_back(uint32_t(k * d - 1));
+    }
+    for (int i = 0; i < 40; ++i) ns.push_back(uint32_t(rng() % (uint64_t(top) + 1)));
+    for (const uint32_t n : ns) {
+      if (n > top) continue;
+      ASSERT_EQ(f.div(n), n / d) << "n " << n << " d " << d;
+      ASSERT_EQ(f.mod(n), n % d) << "n " << n << " d " << d;
+    }
+  }
+}
+
 // Sections off (Overrides::sections = 0, one section of all pairs) is a different order for
 // non-causal problems: heads fastest instead of q-blocks fastest.
 TEST(TileScheduler, NonCausalSectionsOffIsHeadsFastest) {
@@ -203,6 +233,7 @@ TEST(TileScheduler, NonCausalSectionsOffIsHeadsFastest) {
   p.num_m_blocks = 5;
   p.num_tiles = 80;
   p.section_bh = 1;
+  fill_schedule_constants(&p, 7);  // decode's divisors (any grid)
   for (int64_t t = 0; t < p.num_tiles; ++t) {
     const TileCoord c = TileScheduler::decode(p, t);
     EXPECT_EQ(c.m_block, t % 5);
@@ -210,6 +241,7 @@ TEST(TileScheduler, NonCausalSectionsOffIsHeadsFastest) {
     EXPECT_EQ(c.b, t / 40);
   }
   p.section_bh = 16;
+  fill_schedule_constants(&p, 7);
   for (int64_t t = 0; t < p.num_tiles; ++t) {
     const TileCoord c = TileScheduler::decode(p, t);
     EXPECT_EQ(c.m_block, t / 16);

@@ -48,6 +48,19 @@ __device__ __forceinline__ float after(float x, float y) {
   return r;
 }
 
+// %globaltimer (ns, the clock CUPTI's timestamps come from) and %smid: the diagnostic probe's
+// reads (params.h cta_clock).
+__device__ __forceinline__ uint64_t global_timer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ uint32_t sm_id() {
+  uint32_t s;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+  return s;
+}
+
 // tanh.approx.f32: MUFU.TANH, max relative error 2^-11 (PTX ISA).
 __device__ __forceinline__ float tanh_approx(float x) {
   float y;

@@ -167,7 +167,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
     // the final normalization; 1 (folded away) for 16-bit inputs.
     float dqk = 1.f, dv = 1.f;
     if constexpr (Cfg::kFp8) {
-      const float2 d = tile_descales<Cfg>(p, w.kv_b, Cfg::kPack ? tc.h : tc.h / int32_t(p.group));
+      const float2 d = tile_descales<Cfg>(p, w.kv_b, Cfg::kPack ? tc.h : int32_t(p.fd_group.div(uint32_t(tc.h))));
       dqk = d.x;
       dv = d.y;
     }
@@ -577,8 +577,13 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       store_lse(p, lse, tc.b, tc.h, row, lane, p.seq_q - p.q_shift);
     }
   }
-  if constexpr (Cfg::kOTma) {  // the last store done before the CTA's shared memory goes
-    if (o_pending || o_stored) ptx::bulk_wait<0>();
+  // The last store has read its shared memory before the CTA's shared memory goes; the global
+  // writes complete on their own (the grid's end orders them for the host).
+  if constexpr (Cfg::kOTma) {
+    if (o_pending || o_stored) ptx::bulk_wait_read<0>();
+  }
+  if constexpr (kernel_dense(Cfg::kKind)) {  // the diagnostic probe (params.h cta_clock)
+    if (p.cta_clock && tid == 0) p.cta_clock[8 * size_t(blockIdx.x) + 2 + wg] = ptx::global_timer();
   }
 }
 

@@ -65,17 +65,17 @@ __device__ __forceinline__ void producer_loop(const FwdParams& p, Producer<Cfg>&
       // written out at each call: a named local reordered the unpacked kernels' PTX.
       if constexpr (Cfg::kPaged) {
         prod.tile_paged(p, tc.b * int32_t(p.pt_stride_b), p.cu_seqlens_q ? 0 : tc.b, tc.h,
-                        tc.h / int32_t(p.group),
+                        int32_t(p.fd_group.div(uint32_t(tc.h))),
                         Cfg::kPack ? w.sc.q0 + int32_t(w.mask.m0) : w.sc.q0 + tc.m_block * Cfg::kBlockM,
                         w.sc.k_len, int32_t(w.lo), int32_t(w.hi));
       } else {
         // Ragged q / k: token-row coordinates from the sequence start, TMA batch 0.
-        prod.tile_rows(p, p.cu_seqlens_q ? 0 : tc.b, p.cu_seqlens_k ? 0 : tc.b, tc.h, tc.h / int32_t(p.group),
+        prod.tile_rows(p, p.cu_seqlens_q ? 0 : tc.b, p.cu_seqlens_k ? 0 : tc.b, tc.h, int32_t(p.fd_group.div(uint32_t(tc.h))),
                        Cfg::kPack ? w.sc.q0 + int32_t(w.mask.m0) : w.sc.q0 + tc.m_block * Cfg::kBlockM,
                        w.sc.k0, int32_t(w.lo), int32_t(w.hi));
       }
     } else {
-      prod.tile(p, w.kv_b, tc.h, tc.h / int32_t(p.group), tc.m_block, int32_t(w.lo), int32_t(w.hi));
+      prod.tile(p, w.kv_b, tc.h, int32_t(p.fd_group.div(uint32_t(tc.h))), tc.m_block, int32_t(w.lo), int32_t(w.hi));
     }
   }
 }
@@ -126,6 +126,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
   if (threadIdx.x == 0) {
+    if constexpr (kernel_dense(Cfg::kKind)) {  // the diagnostic probe (params.h cta_clock)
+      if (p.cta_clock) {
+        p.cta_clock[8 * size_t(blockIdx.x)] = ptx::global_timer();
+        p.cta_clock[8 * size_t(blockIdx.x) + 1] = ptx::sm_id();
+      }
+    }
     ptx::prefetch_tensor_map(&tm_q);
     ptx::prefetch_tensor_map(&tm_k);
     ptx::prefetch_tensor_map(&tm_v);

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "cuda/sm90/fast_div.h"
+
 namespace longattn::cuda::sm90 {
 
 enum class OutType : int { bf16 = 0, f16 = 1, f32 = 2 };
@@ -32,6 +34,11 @@ struct FwdParams {
   // Derived on the host from section_bh and the grid (scheduler.cuh tile_id): tiles per full
   // section, full sections, and rounds / remainder of a full and of the last section.
   uint32_t sec_tiles = 0, full_secs = 0, sec_rounds = 0, sec_rem = 0, last_rounds = 0, last_rem = 0;
+  // The divisions of tile_id / decode and of the kv head (h / group) as multiply-shifts
+  // (fast_div.h), set with the constants above (schedule_rule.h fill_schedule_constants):
+  // num_m_blocks, heads_q, group, sec_tiles, section_bh, the last section's pairs, sec_rounds
+  // and sec_rounds + 1 (a divisor 0 is taken as 1: those paths never divide by it).
+  FastDiv fd_nm, fd_nh, fd_group, fd_sec_tiles, fd_sec_bh, fd_last_bh, fd_rounds, fd_rounds1;
 
   float scale_log2 = 0;         // softmax scale * log2(e): logits in log2 units
   // fp8 descales, float32 (batch, heads_kv) each, element strides (b, hk); null: 1. The
@@ -132,6 +139,9 @@ struct FwdParams {
   // (the rank's second chunk) add cp_q_shift to causal_offset (mask.cuh). cp_chunk 0: off.
   int32_t cp_world = 0, cp_chunk = 0;
   int64_t cp_q_split = INT64_MAX, cp_q_shift = 0;
+  // Diagnostic, dense kinds only (common/overrides.h cta_clock): per CTA c, [8c] its start
+  // (%globaltimer), [8c + 1] its SM, [8c + 2 + w] consumer warpgroup w's end. Null: off.
+  unsigned long long* cta_clock = nullptr;
 };
 
 }  // namespace longattn::cuda::sm90

@@ -247,6 +247,15 @@ inline void fill_schedule_constants(FwdParams* p, int64_t grid) {
   p->sec_rem = uint32_t(sec_tiles % grid);
   p->last_rounds = uint32_t(last_tiles / grid);
   p->last_rem = uint32_t(last_tiles % grid);
+  auto fd = [](int64_t d) { return FastDiv(uint32_t(d > 0 ? d : 1)); };  // every d < 2^31 here
+  p->fd_nm = fd(p->num_m_blocks);
+  p->fd_nh = fd(p->heads_q);
+  p->fd_group = fd(p->group);
+  p->fd_sec_tiles = fd(sec_tiles);
+  p->fd_sec_bh = fd(p->section_bh);
+  p->fd_last_bh = fd(nbh % p->section_bh);
+  p->fd_rounds = fd(p->sec_rounds);
+  p->fd_rounds1 = fd(int64_t(p->sec_rounds) + 1);
 }
 
 // The rotated section list's last section (TileScheduler::rotated_tile_id: shorter than the

@@ -61,8 +61,9 @@ struct TileScheduler {
     // 0..r-1) after an even number of rounds and backward after an odd one. The host
     // precomputes rounds/remainder of the full and the last section.
     const uint32_t kk0 = uint32_t(k);
-    const uint32_t per_full = p.sec_rounds + ((p.sec_rounds & 1) ? (c >= g - p.sec_rem) : (c < p.sec_rem));
-    uint32_t sec = per_full ? kk0 / per_full : p.full_secs;
+    const uint32_t extra = (p.sec_rounds & 1) ? (c >= g - p.sec_rem) : (c < p.sec_rem);
+    const uint32_t per_full = p.sec_rounds + extra;
+    uint32_t sec = per_full ? (extra ? p.fd_rounds1 : p.fd_rounds).div(kk0) : p.full_secs;
     if (sec > p.full_secs) sec = p.full_secs;
     uint32_t kk = kk0 - sec * per_full;
     if (sec == p.full_secs) {
@@ -142,7 +143,8 @@ struct TileScheduler {
     if (*hi > e) *hi = e;
     if (*hi < *lo) *hi = *lo;
   }
-  // 32-bit divisions (cheap in registers; the host refuses >= 2^31 tiles).
+  // 32-bit divisions by launch constants, as multiply-shifts (FwdParams fd_*, fast_div.h; the
+  // host refuses >= 2^31 tiles).
   // Sections of `section_bh` pairs; inside a section, rank slowest, then pair (batch, head).
   // lpt: rank 0 is the last q-block (the longest causal tile); otherwise rank = q-block, and
   // with one-pair sections (the non-causal rule) q-blocks of one head run fastest. Without
@@ -171,20 +173,22 @@ struct TileScheduler {
       }
     }
     if (!p.lpt && p.section_bh == 1) {  // the non-causal rule, without the section arithmetic
-      const uint32_t m = tt % nm, rest = tt / nm;
-      c.m_block = int32_t(m);
-      c.h = int32_t(rest % nh);
-      c.b = int32_t(rest / nh);
+      const uint32_t rest = p.fd_nm.div(tt), b = p.fd_nh.div(rest);
+      c.m_block = int32_t(tt - rest * nm);
+      c.h = int32_t(rest - b * nh);
+      c.b = int32_t(b);
       return c;
     }
     const uint32_t nbh = nh * uint32_t(p.batch), sec_bh = uint32_t(p.section_bh);
-    const uint32_t sec = tt / (sec_bh * nm), local = tt - sec * sec_bh * nm;
+    const uint32_t sec = p.fd_sec_tiles.div(tt), local = tt - sec * sec_bh * nm;
     const uint32_t first = sec * sec_bh;
-    const uint32_t n = nbh - first < sec_bh ? nbh - first : sec_bh;  // last section may be short
-    const uint32_t rank = local / n, bh = first + local % n;
+    const bool short_last = nbh - first < sec_bh;  // the last section may be short
+    const uint32_t n = short_last ? nbh - first : sec_bh;
+    const uint32_t rank = (short_last ? p.fd_last_bh : p.fd_sec_bh).div(local), bh = first + local - rank * n;
+    const uint32_t b = p.fd_nh.div(bh);
     c.m_block = int32_t(p.lpt ? nm - 1 - rank : rank);
-    c.h = int32_t(bh % nh);
-    c.b = int32_t(bh / nh);
+    c.h = int32_t(bh - b * nh);
+    c.b = int32_t(b);
     return c;
   }
 };
