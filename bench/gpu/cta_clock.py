@@ -10,10 +10,12 @@ Per shape, the median over --calls calls (each synchronized, its CTA times read 
   start     the CTAs' start spread (last start - first start), and the 90th percentile
   end       the CTAs' end spread (last end - first end), and last end - median end
   cta       a CTA's own time (its end - its start): min / mean / max
-  wg gap    |end of consumer warpgroup 0 - end of warpgroup 1|, mean over CTAs
+  wg gap    the last consumer warpgroup's end - the first's, mean over CTAs
   fa3       FA3's CUPTI duration on the same inputs, and span / fa3
 A wide start spread points at the launch; `outside` well above FA3's own launch and drain
-(cupti_fa3 - its unknown span) points at ours. Needs a tree whose capi library knows the key.
+(cupti_fa3 - its unknown span) points at ours. A CTA's end is taken once its last O store
+has read shared memory: the store's global writes drain inside `outside`. %globaltimer's
+update interval is the GPU's (about 1 us on some parts): spreads below it read as 0. Needs a tree whose capi library knows the key.
 
 Usage: python3 bench/gpu/cta_clock.py --lib build/liblongattn_capi.so [--fa3 .fa3] [--calls 9]
        [--shapes "16x1024c,8x2048c,16x1024,4x4096c"]   (b x seq, c: causal; hdim 128, 16 heads)
@@ -90,15 +92,16 @@ def main():
                 if not ds or not ctas:
                     raise SystemExit(f"{spec}: no kernel time or no CTA clock (does this tree know cta_clock?)")
                 starts = sorted(r[0] for r in ctas)
-                ends = sorted(max(r[2], r[3]) for r in ctas)
+                end = [max(r[2:5]) for r in ctas]  # consumer warpgroups 0..2 (unwritten: 0)
+                ends = sorted(end)
                 t0 = starts[0]
-                own = [max(r[2], r[3]) - r[0] for r in ctas]
+                own = [e - r[0] for e, r in zip(end, ctas)]
                 rows.append(dict(
                     cupti=ds[0], span=(ends[-1] - t0) / 1e3, outside=ds[0] - (ends[-1] - t0) / 1e3,
                     sspread=(starts[-1] - t0) / 1e3, sp90=(starts[int(0.9 * (len(starts) - 1))] - t0) / 1e3,
                     espread=(ends[-1] - ends[0]) / 1e3, elast=(ends[-1] - statistics.median(ends)) / 1e3,
                     cmin=min(own) / 1e3, cmean=statistics.mean(own) / 1e3, cmax=max(own) / 1e3,
-                    wgap=statistics.mean(abs(r[2] - r[3]) for r in ctas if r[2] and r[3]) / 1e3))
+                    wgap=statistics.mean(max(r[2:5]) - min(x for x in r[2:5] if x) for r in ctas) / 1e3))
         assert not torch.isnan(o).any().item(), "unwritten output"
         m = {key: statistics.median(r[key] for r in rows) for key in rows[0]}
         fa3_us = None

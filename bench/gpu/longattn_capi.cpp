@@ -1,5 +1,6 @@
 // A tiny C ABI over longattn::forward for the Python benchmark (loaded with ctypes): raw
 // device pointers of contiguous (batch, seq, heads, dim) tensors, a stream, shapes.
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -103,7 +104,7 @@ int longattn_bench_set_overrides(const char* spec, char* err, int err_len) {
     } else if (k == "cta_clock") {
       char* e = nullptr;
       const unsigned long long addr = std::strtoull(v.c_str(), &e, 10);
-      ok = !v.empty() && *e == 0;
+      ok = !v.empty() && v[0] != '-' && *e == 0 && addr != ULLONG_MAX;
       o.cta_clock = addr;
     } else if (k == "rescale_threshold") {
       o.rescale_threshold = std::strtof(v.c_str(), nullptr);
