@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # GPU tests and benchmarks, run on the device machine from the repo root:
-#   STAGES="prim fwd san bench" tests/gpu/run.sh [BIN_DIR]
+#   STAGES="prim fwd san bench" tests/gpu/run.sh [BIN_DIR | BIN.tgz]
 # BIN_DIR holds prebuilt test_gpu_primitives, test_gpu_forward and liblongattn_capi.so (built
-# elsewhere with -cudart static; a _longattn*.so there is used as the Python extension);
-# without it everything is built here into build-gpu, the Python extension too
+# elsewhere with -cudart static; a _longattn*.so there is used as the Python extension); a
+# .tgz of them (scripts/gpu_bin.sh builds one on a machine without a GPU: carry its folder)
+# is unpacked into $BINDIR first. Without either, everything is built here into build-gpu
+# (~2 min of the device's time), the Python extension too
 # (-DLONGATTN_PYTHON=ON, nanobind), which goes with python/longattn/*.py into $PYPKG/longattn
 # on PYTHONPATH (the benchmark's per-call timing through `import longattn`).
 #
@@ -13,7 +15,8 @@
 #             elements, ~1 min, ~9 GiB); the per-case error lines go to forward_errors.txt.
 #             The whole suite takes ~600 s on an H200, more than one device call leaves after
 #             the build: FWD_SHARD=i/n runs gtest's shard i of n (0-based; e.g. 0/2 in one call,
-#             1/2 in the next, with the first call's BIN_DIR)
+#             1/2 in the next, with the first call's BIN_DIR); FWD_PAR=n runs all n shards at
+#             once (logs forward_0..n-1; 3 at once took ~300 s beside the sanitizers)
 #   san       memcheck / racecheck on small dense, feature, ragged and scheduler cases
 #   ssan      san's scheduler runs alone
 #   fsan      memcheck / racecheck on small fp8 cases (the V transposer, the Vt ring, a CTA's tiles)
@@ -82,6 +85,10 @@ mkdir -p "$OUT" "$LOGS"
 STAGES=${STAGES:-"prim fwd san bench"}
 BENCH_ARGS=${BENCH_ARGS:-}
 BIN=${1:-}
+if [ -n "$BIN" ] && [ -f "$BIN" ]; then  # a .tgz of the binaries (scripts/gpu_bin.sh)
+  mkdir -p "$BINDIR" && tar -xzf "$BIN" -C "$BINDIR" || { echo "cannot unpack $BIN" >&2; exit 1; }
+  BIN=$BINDIR
+fi
 SUM=$OUT/summary.txt
 LOG=$OUT/logs.txt
 export PYTHONUNBUFFERED=1
@@ -188,12 +195,21 @@ for st in $STAGES; do
   case $st in
     prim) run primitives "$BIN/test_gpu_primitives" ;;
     fwd)
-      if [ -n "${FWD_SHARD:-}" ]; then  # i/n: gtest's own sharding (deterministic by test order)
-        export GTEST_SHARD_INDEX=${FWD_SHARD%/*} GTEST_TOTAL_SHARDS=${FWD_SHARD#*/}
-        say "forward: shard $GTEST_SHARD_INDEX of $GTEST_TOTAL_SHARDS"
+      if [ -z "${FWD_SHARD:-}" ] && [ "${FWD_PAR:-1}" -gt 1 ]; then  # every shard at once
+        say "forward: $FWD_PAR gtest shards at once"
+        for i in $(seq 0 $((FWD_PAR - 1))); do
+          GTEST_SHARD_INDEX=$i GTEST_TOTAL_SHARDS=$FWD_PAR run "forward_$i" "$BIN/test_gpu_forward" --gtest_filter="${FWD_FILTER:-*}" &
+        done
+        wait
+        cat "$LOGS"/forward_*.log >"$LOGS/forward.log"
+      else
+        if [ -n "${FWD_SHARD:-}" ]; then  # i/n: gtest's own sharding (deterministic by test order)
+          export GTEST_SHARD_INDEX=${FWD_SHARD%/*} GTEST_TOTAL_SHARDS=${FWD_SHARD#*/}
+          say "forward: shard $GTEST_SHARD_INDEX of $GTEST_TOTAL_SHARDS"
+        fi
+        run forward "$BIN/test_gpu_forward" --gtest_filter="${FWD_FILTER:-*}"
+        unset GTEST_SHARD_INDEX GTEST_TOTAL_SHARDS
       fi
-      run forward "$BIN/test_gpu_forward" --gtest_filter="${FWD_FILTER:-*}"
-      unset GTEST_SHARD_INDEX GTEST_TOTAL_SHARDS
       grep -E "^b[0-9]" "$LOGS/forward.log" | sort -u > "$OUT/forward_errors.txt" ;;
     san)
       F='Core/GpuForward.MatchesReference/b2_sq17_sk17_h4x4_d128*:Core/GpuForward.MatchesReference/b1_sq128_sk128*:GpuForwardEmpty.*:GpuCombine.*'
