@@ -16,7 +16,7 @@
 #             The whole suite takes ~600 s on an H200, more than one device call leaves after
 #             the build: FWD_SHARD=i/n runs gtest's shard i of n (0-based; e.g. 0/2 in one call,
 #             1/2 in the next, with the first call's BIN_DIR); FWD_PAR=n runs all n shards at
-#             once (logs forward_0..n-1; 3 at once took ~300 s beside the sanitizers)
+#             once (logs forward_0..n-1; the reference's threads share the CPUs)
 #   san       memcheck / racecheck on small dense, feature, ragged and scheduler cases
 #   ssan      san's scheduler runs alone
 #   fsan      memcheck / racecheck on small fp8 cases (the V transposer, the Vt ring, a CTA's tiles)
@@ -197,6 +197,7 @@ for st in $STAGES; do
     fwd)
       if [ -z "${FWD_SHARD:-}" ] && [ "${FWD_PAR:-1}" -gt 1 ]; then  # every shard at once
         say "forward: $FWD_PAR gtest shards at once"
+        rm -f "$LOGS"/forward_*.log  # a warm machine may keep an earlier call's shards
         for i in $(seq 0 $((FWD_PAR - 1))); do
           GTEST_SHARD_INDEX=$i GTEST_TOTAL_SHARDS=$FWD_PAR run "forward_$i" "$BIN/test_gpu_forward" --gtest_filter="${FWD_FILTER:-*}" &
         done
