@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # GPU tests and benchmarks, run on the device machine from the repo root:
-#   STAGES="prim fwd san bench" tests/gpu/run.sh [BIN_DIR | BIN.tgz]
+#   STAGES="prim fwd san bench" tests/gpu/run.sh [BIN_DIR | BIN.txz]
 # BIN_DIR holds prebuilt test_gpu_primitives, test_gpu_forward and liblongattn_capi.so (built
 # elsewhere with -cudart static; a _longattn*.so there is used as the Python extension); a
-# .tgz of them (scripts/gpu_bin.sh builds one on a machine without a GPU: carry its folder)
+# tarball of them (.txz or .tgz; scripts/gpu_bin.sh builds one on a machine without a GPU: carry its folder)
 # is unpacked into $BINDIR first. Without either, everything is built here into build-gpu
 # (~2 min of the device's time), the Python extension too
 # (-DLONGATTN_PYTHON=ON, nanobind), which goes with python/longattn/*.py into $PYPKG/longattn
@@ -85,8 +85,8 @@ mkdir -p "$OUT" "$LOGS"
 STAGES=${STAGES:-"prim fwd san bench"}
 BENCH_ARGS=${BENCH_ARGS:-}
 BIN=${1:-}
-if [ -n "$BIN" ] && [ -f "$BIN" ]; then  # a .tgz of the binaries (scripts/gpu_bin.sh)
-  mkdir -p "$BINDIR" && tar -xzf "$BIN" -C "$BINDIR" || { echo "cannot unpack $BIN" >&2; exit 1; }
+if [ -n "$BIN" ] && [ -f "$BIN" ]; then  # a tarball of the binaries (scripts/gpu_bin.sh)
+  mkdir -p "$BINDIR" && tar -xf "$BIN" -C "$BINDIR" || { echo "cannot unpack $BIN" >&2; exit 1; }
   BIN=$BINDIR
 fi
 SUM=$OUT/summary.txt
