@@ -135,13 +135,14 @@ def run_row(row, cfg, t_start=None):
         if impl.wall and cfg.wall:
             entries[(name, "wall")] = (lambda impl=impl: (wall_time(impl, [0] * max(n, 5)), None))
     # A per-row shuffle (seeded by the row) so no column keeps one position across rows.
-    med, info, errs = interleave(entries, cfg.rounds, cfg.seed + zlib.crc32(f"{row.label} {res['mask']}".encode()))
+    med, info, errs, per_round = interleave(entries, cfg.rounds, cfg.seed + zlib.crc32(f"{row.label} {res['mask']}".encode()))
     for name, impl in live.items():
         rec = out[name]
         fl = impl.flops or row.flops
         if (name, "same") in med:
             rec["us"] = med[(name, "same")]
             rec["tflops"] = shapes.tflops(fl, rec["us"])
+            rec["rounds_us"] = [round(t, 2) for t in per_round[(name, "same")]]
             rec["kernels"] = info.get((name, "same"))
             odd = unmatched(rec["kernels"], impl.expect)
             if odd:

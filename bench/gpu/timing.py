@@ -101,8 +101,9 @@ def unmatched(kernels, expect):
 
 def interleave(entries, rounds, seed=7):
     """entries: {key: fn() -> (us, info)}. Every round runs each entry once, in a shuffled
-    order. Returns ({key: median us}, {key: info of its first run}, {key: error}); an entry
-    that raises is dropped from later rounds and reported in errors."""
+    order. Returns ({key: median us}, {key: info of its first run}, {key: error}, {key: every
+    round's us, in round order}); an entry that raises is dropped from later rounds and
+    reported in errors."""
     rng = random.Random(seed)
     times = {k: [] for k in entries}
     info, errors = {}, {}
@@ -121,4 +122,4 @@ def interleave(entries, rounds, seed=7):
                 continue
             times[k].append(us)
             info.setdefault(k, inf)
-    return {k: statistics.median(v) for k, v in times.items() if v}, info, errors
+    return {k: statistics.median(v) for k, v in times.items() if v}, info, errors, times
