@@ -168,6 +168,9 @@ def tables(name, rows, env, args, extra=""):
     notes = report.na_notes(rows)
     if notes:
         body += ["", "n/a:"] + notes
+    wide = report.spread_lines(rows)
+    if wide:
+        body += ["", "rounds spread (max - min over the median) above 3%: these rows' ratios carry that noise:"] + wide
     ks = report.kernel_lines(rows)
     if ks:
         body += ["", "kernels per call (first row of each column; ** = no kernel matched the expected name):"] + ks

@@ -19,6 +19,8 @@ update interval is the GPU's (about 1 us on some parts): spreads below it read a
 
 Usage: python3 bench/gpu/cta_clock.py --lib build/liblongattn_capi.so [--fa3 .fa3] [--calls 9]
        [--shapes "16x1024c,8x2048c,16x1024,4x4096c"]   (b x seq, c: causal; hdim 128, 16 heads)
+       [--dump cta.json]   (every call's CTAs: {shape: [[[start ns from the first, SM, end ns of
+                            each consumer warpgroup (0: none)] per CTA in blockIdx order] per call]})
 """
 import argparse
 import os
@@ -60,7 +62,9 @@ def main():
     ap.add_argument("--shapes", default="16x1024c,8x2048c,16x1024,4x4096c")
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--dump", default="")
     a = ap.parse_args()
+    dump = {}
     la = LongAttn(a.lib)
     fa3 = None
     if a.fa3:
@@ -95,6 +99,7 @@ def main():
                 end = [max(r[2:5]) for r in ctas]  # consumer warpgroups 0..2 (unwritten: 0)
                 ends = sorted(end)
                 t0 = starts[0]
+                dump.setdefault(spec, []).append([[r[0] - t0, r[1]] + [x - t0 if x else 0 for x in r[2:5]] for r in c])
                 own = [e - r[0] for e, r in zip(end, ctas)]
                 rows.append(dict(
                     cupti=ds[0], span=(ends[-1] - t0) / 1e3, outside=ds[0] - (ends[-1] - t0) / 1e3,
@@ -119,6 +124,10 @@ def main():
               f"{m['outside']:.2f} | {m['sspread']:.2f} / {m['sp90']:.2f} | {m['espread']:.2f} / "
               f"{m['elast']:.2f} | {m['cmin']:.1f} / {m['cmean']:.1f} / {m['cmax']:.1f} | {m['wgap']:.2f} | {fa} |",
               flush=True)
+    if a.dump:
+        import json
+        with open(a.dump, "w") as f:
+            json.dump(dump, f)
 
 
 if __name__ == "__main__":

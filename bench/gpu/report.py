@@ -63,6 +63,18 @@ def na_notes(rows, impls=None):
             for (name, why), labels in seen.items()]
 
 
+def spread_lines(rows, limit=0.03):
+    """One line per row whose same-input rounds spread (max - min over the median) beyond
+    `limit` in some column: its ratios carry that noise (the longest calls' clocks move between
+    windows; docs/PERFORMANCE.md, "Columns of one library")."""
+    out = []
+    for r in rows:
+        wide = [(name, v["spread"]) for name, v in r.get("impls", {}).items() if v.get("spread", 0) > limit]
+        if wide:
+            out.append(f"- {r['label']} {r.get('mask', '')}: " + ", ".join(f"{n} {x:.0%}" for n, x in wide))
+    return out
+
+
 def kernel_lines(rows, limit=4):
     """Kernels each implementation ran per call, from the first row where it ran, plus any row
     whose kernels did not match the expected names (the check that names are right)."""

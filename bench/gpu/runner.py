@@ -134,15 +134,24 @@ def run_row(row, cfg, t_start=None):
                 entries[(name, "rot")] = k_entry(impl, [i % nsets for i in range(nrot)])
         if impl.wall and cfg.wall:
             entries[(name, "wall")] = (lambda impl=impl: (wall_time(impl, [0] * max(n, 5)), None))
-    # A per-row shuffle (seeded by the row) so no column keeps one position across rows.
-    med, info, errs, per_round = interleave(entries, cfg.rounds, cfg.seed + zlib.crc32(f"{row.label} {res['mask']}".encode()))
+    # A per-row shuffle (seeded by the row) so no column keeps one position across rows. Columns
+    # marked apart run in a second pass, interleaved among themselves only.
+    seed = cfg.seed + zlib.crc32(f"{row.label} {res['mask']}".encode())
+    med, info, errs, per_round = {}, {}, {}, {}
+    for apart in (False, True):
+        part = {key: f for key, f in entries.items() if getattr(live[key[0]], "apart", False) == apart}
+        if part:
+            for acc, got in zip((med, info, errs, per_round), interleave(part, cfg.rounds, seed)):
+                acc.update(got)
     for name, impl in live.items():
         rec = out[name]
         fl = impl.flops or row.flops
         if (name, "same") in med:
             rec["us"] = med[(name, "same")]
             rec["tflops"] = shapes.tflops(fl, rec["us"])
-            rec["rounds_us"] = [round(t, 2) for t in per_round[(name, "same")]]
+            rounds = per_round[(name, "same")]
+            rec["rounds_us"] = [round(t, 2) for t in rounds]
+            rec["spread"] = (max(rounds) - min(rounds)) / rec["us"]  # over the rounds, of the median
             rec["kernels"] = info.get((name, "same"))
             odd = unmatched(rec["kernels"], impl.expect)
             if odd:

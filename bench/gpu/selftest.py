@@ -104,6 +104,10 @@ def test_tables():
     notes = report.na_notes([r, r])
     assert notes == ["- cuDNN: n/a on 2 row(s) (d128 b16 x 1k, 16/16 heads, ...): cuDNN refused: x"], notes
     assert len(report.kernel_lines([r, r])) == 2
+    assert report.spread_lines([r]) == []
+    r["impls"]["FA3"]["spread"] = 0.08
+    assert report.spread_lines([r]) == ["- d128 b16 x 1k, 16/16 heads causal: FA3 8%"], report.spread_lines([r])
+    del r["impls"]["FA3"]["spread"]
     bad = fake_row(c, {"longattn": {"tflops": 1.0, "maxdiff": float("nan")}})
     assert "WRONG?" in report.peer_table([bad])
     r["impls"]["dynamic=on"] = {"tflops": 442.05, "maxdiff": 0.01}

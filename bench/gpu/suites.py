@@ -85,9 +85,9 @@ def dense_row(ctx, c, *, rotate=False, wall=False, variants=(), peers=("FA3", "c
 def window_row(ctx, c, seed=2):
     """A window / chunk row, TFLOP/s on visible pairs for every column; 'plain' columns run
     the same inputs without the window (the per-visible-key comparison). The plain calls run
-    much longer than the windowed ones, and beside them the windowed columns of one tree moved
-    between runs (docs/PERFORMANCE.md, "Windows and chunks"): for an A/B of the windowed call
-    alone use --variants --shapes with wN / cN."""
+    much longer than the windowed ones; interleaved with them, three copies of one library
+    read 4.6% apart on the windowed call (docs/PERFORMANCE.md, "Columns of one library"), so
+    they are timed in a pass of their own after the windowed columns (Impl.apart)."""
     check_memory(set_bytes(c) * 4, label(c))
     sets = make_sets(c, 1, seed)
     row = Row(label(c), c)
@@ -104,6 +104,7 @@ def window_row(ctx, c, seed=2):
         impl = row.add(name, build)
         if impl:
             impl.flops, impl.diff, impl.note = plain_flops, False, f"{shapes.mask_name(plain)}, no window"
+            impl.apart = True
     return row
 
 
