@@ -19,8 +19,10 @@ update interval is the GPU's (about 1 us on some parts): spreads below it read a
 
 Usage: python3 bench/gpu/cta_clock.py --lib build/liblongattn_capi.so [--fa3 .fa3] [--calls 9]
        [--shapes "16x1024c,8x2048c,16x1024,4x4096c"]   (b x seq, c: causal; hdim 128, 16 heads)
-       [--dump cta.json]   (every call's CTAs: {shape: [[[start ns from the first, SM, end ns of
-                            each consumer warpgroup (0: none)] per CTA in blockIdx order] per call]})
+       [--overrides dynamic=on] [--dump cta.json]   (every call's CTAs: {shape: [[[start ns from the first CTA's start, SM,
+                            each consumer warpgroup's end ns (0: none), [[warpgroup 0's end ns,
+                            warpgroup 1's end ns, batch, head, q-block] per tile, its first 32]]
+                            per CTA in blockIdx order] per call]})
 """
 import argparse
 import os
@@ -32,7 +34,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from capi import LongAttn  # noqa: E402
 
-SLOTS = 8  # uint64 per CTA (params.h cta_clock): start, SM, consumer warpgroup ends
+SLOTS = 136  # uint64 per CTA (params.h cta_clock, kCtaClockSlots): start, SM, warpgroup ends, tiles
+TILES = 32   # tiles recorded per CTA (kCtaClockTiles), 4 slots each from slot 8
 
 
 def cupti_durations(fn, n):
@@ -63,6 +66,7 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--dump", default="")
+    ap.add_argument("--overrides", default="", help="more capi overrides for longattn's calls, e.g. dynamic=on")
     a = ap.parse_args()
     dump = {}
     la = LongAttn(a.lib)
@@ -86,7 +90,7 @@ def main():
         q, k, v = (torch.randn(b, s, a.heads, a.dim, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
         o = torch.full_like(q, float("nan"))
         rows = []
-        with la.overrides(f"cta_clock={clk.data_ptr()}"):
+        with la.overrides(f"cta_clock={clk.data_ptr()}" + (f",{a.overrides}" if a.overrides else "")):
             la.dense(q, k, v, o, causal)  # warm-up
             for _ in range(a.calls):
                 clk.zero_()
@@ -99,7 +103,16 @@ def main():
                 end = [max(r[2:5]) for r in ctas]  # consumer warpgroups 0..2 (unwritten: 0)
                 ends = sorted(end)
                 t0 = starts[0]
-                dump.setdefault(spec, []).append([[r[0] - t0, r[1]] + [x - t0 if x else 0 for x in r[2:5]] for r in c])
+                def tiles(r):
+                    out = []
+                    for k in range(TILES):
+                        e = r[8 + 4 * k: 12 + 4 * k]
+                        if not e[0]:
+                            break
+                        out.append([e[0] - t0, e[1] - t0 if e[1] else 0, e[2] >> 32, (e[2] >> 16) & 0xFFFF, e[2] & 0xFFFF])
+                    return out
+                dump.setdefault(spec, []).append([[r[0] - t0, r[1]] + [x - t0 if x else 0 for x in r[2:5]] + [tiles(r)]
+                                                  for r in c])
                 own = [e - r[0] for e, r in zip(end, ctas)]
                 rows.append(dict(
                     cupti=ds[0], span=(ends[-1] - t0) / 1e3, outside=ds[0] - (ends[-1] - t0) / 1e3,

@@ -46,10 +46,12 @@ struct Overrides {
   // the rule (tile_size.h fp8_vt_worth).
   Force fp8_vt_global = Force::rule;
   float rescale_threshold = 8.0f;         // lazy O rescale threshold, log2 units; <= 0: always rescale
-  // Diagnostic (bench/gpu/cta_clock.py): the device address of 8 x grid uint64 that the dense
-  // kinds fill per CTA c with [8c] its start (%globaltimer, ns), [8c + 1] its SM, [8c + 2 + w]
-  // consumer warpgroup w's end (after its last O store has read shared memory; w < 3); the
-  // rest is not written. 0: off. Other kinds ignore it.
+  // Diagnostic (bench/gpu/cta_clock.py): the device address of 136 x grid uint64 that the dense
+  // kinds fill per CTA c, from 136c: [0] its start (%globaltimer, ns), [1] its SM, [2 + w]
+  // consumer warpgroup w's end (after its last O store has read shared memory; w < 3); then
+  // for each of its first 32 tiles k, from 8 + 4k: [w] warpgroup w's end of the tile (w < 2),
+  // [2] (batch << 32) | (head << 16) | q-block, [3] unused (sm90/params.h kCtaClockSlots).
+  // Slots not reached are not written. 0: off. Other kinds ignore it.
   uint64_t cta_clock = 0;
 };
 

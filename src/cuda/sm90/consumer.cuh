@@ -576,6 +576,15 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       }
       store_lse(p, lse, tc.b, tc.h, row, lane, p.seq_q - p.q_shift);
     }
+    if constexpr (kernel_dense(Cfg::kKind)) {  // the diagnostic probe: this tile's end (params.h)
+      if (p.cta_clock && tid == 0 && wg < 2 && k < kCtaClockTiles) {
+        unsigned long long* e = p.cta_clock + kCtaClockSlots * size_t(blockIdx.x) + 8 + 4 * k;
+        e[wg] = ptx::global_timer();
+        // The tile's coordinates, live here for the O store; its key-block range is not (a
+        // probe must not hold registers through the loop).
+        if (wg == 0) e[2] = (uint64_t(uint32_t(tc.b)) << 32) | (uint64_t(uint32_t(tc.h)) << 16) | uint64_t(uint32_t(tc.m_block));
+      }
+    }
   }
   // The last store has read its shared memory before the CTA's shared memory goes; the global
   // writes complete on their own (the grid's end orders them for the host).
@@ -583,7 +592,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
     if (o_pending || o_stored) ptx::bulk_wait_read<0>();
   }
   if constexpr (kernel_dense(Cfg::kKind)) {  // the diagnostic probe (params.h cta_clock)
-    if (p.cta_clock && tid == 0) p.cta_clock[8 * size_t(blockIdx.x) + 2 + wg] = ptx::global_timer();
+    if (p.cta_clock && tid == 0) p.cta_clock[kCtaClockSlots * size_t(blockIdx.x) + 2 + wg] = ptx::global_timer();
   }
 }
 

@@ -128,8 +128,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (threadIdx.x == 0) {
     if constexpr (kernel_dense(Cfg::kKind)) {  // the diagnostic probe (params.h cta_clock)
       if (p.cta_clock) {
-        p.cta_clock[8 * size_t(blockIdx.x)] = ptx::global_timer();
-        p.cta_clock[8 * size_t(blockIdx.x) + 1] = ptx::sm_id();
+        p.cta_clock[kCtaClockSlots * size_t(blockIdx.x)] = ptx::global_timer();
+        p.cta_clock[kCtaClockSlots * size_t(blockIdx.x) + 1] = ptx::sm_id();
       }
     }
     ptx::prefetch_tensor_map(&tm_q);

@@ -139,9 +139,13 @@ struct FwdParams {
   // (the rank's second chunk) add cp_q_shift to causal_offset (mask.cuh). cp_chunk 0: off.
   int32_t cp_world = 0, cp_chunk = 0;
   int64_t cp_q_split = INT64_MAX, cp_q_shift = 0;
-  // Diagnostic, dense kinds only (common/overrides.h cta_clock): per CTA c, [8c] its start
-  // (%globaltimer), [8c + 1] its SM, [8c + 2 + w] consumer warpgroup w's end. Null: off.
+  // Diagnostic, dense kinds only (common/overrides.h cta_clock): kCtaClockSlots per CTA, from
+  // c x kCtaClockSlots: [0] its start (%globaltimer), [1] its SM, [2 + w] consumer warpgroup w's
+  // end; then its first kCtaClockTiles tiles k, 4 each from 8 + 4k: [w] warpgroup w's end of
+  // tile k (w < 2), [2] (b << 32) | (h << 16) | m_block, [3] unused. Null: off.
   unsigned long long* cta_clock = nullptr;
 };
+
+inline constexpr int kCtaClockTiles = 32, kCtaClockSlots = 8 + 4 * kCtaClockTiles;
 
 }  // namespace longattn::cuda::sm90
