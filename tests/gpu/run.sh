@@ -55,7 +55,8 @@
 #             max the launch and exit
 #   ctaclock  bench/gpu/cta_clock.py: each CTA's start and end (%globaltimer, the dense kinds'
 #             Overrides::cta_clock) against the call's CUPTI time and FA3's, causal 1k / 2k, full
-#             1k, causal 4k (CTACLOCK_ARGS; $OUT/cta_clock.txt): the launch and the drain (issue 20)
+#             1k, causal 4k (CTACLOCK_ARGS; $OUT/cta_clock.txt): the launch and the drain (issue 20);
+#             CTACLOCK_ARGS="--dump $OUT/cta.json" keeps each CTA's tiles (bench/gpu/cta_tiles.py)
 #   ncufp8    ncu --set full of the fp8 kernel and cuDNN's fp8 kernel (NCU_FP8_SHAPE), details and
 #             every warp-stall metric side by side in $OUT/ncu_fp8_stalls.txt, both kernels'
 #             per-SASS-instruction samples in $OUT/ncu_fp8_source_{longattn,cudnn}.csv.gz (issue 21)
