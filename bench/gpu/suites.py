@@ -85,9 +85,9 @@ def dense_row(ctx, c, *, rotate=False, wall=False, variants=(), peers=("FA3", "c
 def window_row(ctx, c, seed=2):
     """A window / chunk row, TFLOP/s on visible pairs for every column; 'plain' columns run
     the same inputs without the window (the per-visible-key comparison). The plain calls run
-    much longer than the windowed ones; interleaved with them, three copies of one library
-    read 4.6% apart on the windowed call (docs/PERFORMANCE.md, "Columns of one library"), so
-    they are timed in a pass of their own after the windowed columns (Impl.apart)."""
+    much longer than the windowed ones; interleaved with them, copies of one library read apart
+    on the windowed call (docs/PERFORMANCE.md, "Columns of one library"), so they are timed in
+    a pass of their own after the windowed columns (Impl.apart)."""
     check_memory(set_bytes(c) * 4, label(c))
     sets = make_sets(c, 1, seed)
     row = Row(label(c), c)
