@@ -20,6 +20,17 @@ inline bool have_sm90() {
   return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major >= 9;
 }
 
+// One device allocation for a test's own buffers; p is null when cudaMalloc failed.
+struct DeviceBuf {
+  void* p = nullptr;
+  explicit DeviceBuf(size_t bytes) {
+    if (cudaMalloc(&p, bytes) != cudaSuccess) p = nullptr;
+  }
+  ~DeviceBuf() { cudaFree(p); }
+  DeviceBuf(const DeviceBuf&) = delete;
+  DeviceBuf& operator=(const DeviceBuf&) = delete;
+};
+
 // Device copies of every present tensor of a host Case (whole byte buffers, same strides).
 struct DeviceCase {
   std::vector<std::shared_ptr<void>> bufs;

@@ -15,19 +15,12 @@
 #include "common/overrides.h"
 #include "common/problem.h"
 #include "cuda/sm90/params.h"
+#include "device_case.h"
 #include "gpu_case.h"
 #include "longattn/longattn.h"
 
 namespace longattn::gputest {
 namespace {
-
-struct Buf {
-  void* p = nullptr;
-  explicit Buf(size_t bytes) {
-    if (cudaMalloc(&p, bytes) != cudaSuccess) p = nullptr;
-  }
-  ~Buf() { cudaFree(p); }
-};
 
 void probe_case(detail::Force dynamic) {
   // 2 x 1000 (a partial last q-block: 8 q-blocks) x 12 heads, hdim 128, causal: 192 tiles, more
@@ -39,8 +32,8 @@ void probe_case(detail::Force dynamic) {
   std::mt19937 rng(11 + uint32_t(dynamic));
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   std::vector<uint16_t> h(static_cast<size_t>(n));
-  Buf q(size_t(n) * 2), k(size_t(n) * 2), v(size_t(n) * 2), o(size_t(n) * 2);
-  Buf clk(size_t(cuda::sm90::kCtaClockSlots) * size_t(sms) * 8);
+  DeviceBuf q(size_t(n) * 2), k(size_t(n) * 2), v(size_t(n) * 2), o(size_t(n) * 2);
+  DeviceBuf clk(size_t(cuda::sm90::kCtaClockSlots) * size_t(sms) * 8);
   ASSERT_TRUE(q.p && k.p && v.p && o.p && clk.p);
   for (void* p : {q.p, k.p, v.p}) {
     for (int64_t i = 0; i < n; ++i) detail::store_from_float(h.data(), DType::bf16, i, u(rng));

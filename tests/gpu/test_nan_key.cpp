@@ -13,19 +13,12 @@
 #include <vector>
 
 #include "common/problem.h"
+#include "device_case.h"
 #include "gpu_case.h"
 #include "longattn/longattn.h"
 
 namespace longattn::gputest {
 namespace {
-
-struct Buf {
-  void* p = nullptr;
-  explicit Buf(size_t bytes) {
-    if (cudaMalloc(&p, bytes) != cudaSuccess) p = nullptr;
-  }
-  ~Buf() { cudaFree(p); }
-};
 
 void nan_key_case(DType t, int64_t d) {
   constexpr int64_t kSeq = 300, kHeads = 2;
@@ -40,7 +33,7 @@ void nan_key_case(DType t, int64_t d) {
     detail::store_from_float(hv.data(), t, i, u(rng));
   }
   for (int64_t j : nan_keys) detail::store_from_float(hk.data(), t, (j * kHeads + 1) * d + 5, NAN);  // head 1 only
-  Buf q(hq.size()), k(hk.size()), v(hv.size()), o(size_t(n * 2)), l(size_t(kSeq * kHeads * 4)), ds(64);
+  DeviceBuf q(hq.size()), k(hk.size()), v(hv.size()), o(size_t(n * 2)), l(size_t(kSeq * kHeads * 4)), ds(64);
   ASSERT_TRUE(q.p && k.p && v.p && o.p && l.p && ds.p);
   cudaMemcpy(q.p, hq.data(), hq.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(k.p, hk.data(), hk.size(), cudaMemcpyHostToDevice);
