@@ -3,8 +3,9 @@
 #   STAGES="prim fwd san bench" tests/gpu/run.sh [BIN_DIR | BIN.txz]
 # BIN_DIR holds prebuilt test_gpu_primitives, test_gpu_forward and liblongattn_capi.so (built
 # elsewhere with -cudart static; a _longattn*.so there is used as the Python extension); a
-# tarball of them (.txz or .tgz; scripts/gpu_bin.sh builds one on a machine without a GPU: carry its folder)
-# is unpacked into $BINDIR first. Without either, everything is built here into build-gpu
+# tarball of them (.txz or .tgz; scripts/gpu_bin.sh builds one on a machine without a GPU:
+# carry its folder) is unpacked into $BINDIR first. Without either, everything is built here
+# into build-gpu
 # (~2 min of the device's time), the Python extension too
 # (-DLONGATTN_PYTHON=ON, nanobind), which goes with python/longattn/*.py into $PYPKG/longattn
 # on PYTHONPATH (the benchmark's per-call timing through `import longattn`).
