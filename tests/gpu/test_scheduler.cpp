@@ -93,6 +93,41 @@ TEST(TileScheduler, EveryTileOnceAndBalanced) {
   for (const Case& c : cases) check(c);
 }
 
+// Sections of whole rounds rotate (schedule_rule.h snake_rotation): at causal 16 x 1k (33-pair
+// sections of exactly two rounds on 132 CTAs) section j deals from CTA 33 j, so a CTA's rank
+// pair changes from section to section: CTA 0 runs (8 + 1) key blocks in section 0 and
+// (5 + 4) in section 1; every tile once (check() above covers the rotated deals of every
+// case it runs).
+TEST(TileScheduler, WholeRoundSectionsRotate) {
+  FwdParams p;
+  p.batch = 16;
+  p.heads_q = 16;
+  p.num_m_blocks = 8;
+  p.num_tiles = 16 * 16 * 8;
+  p.causal = true;
+  p.lpt = 1;
+  p.section_bh = 33;
+  fill_schedule_constants(&p, 132);
+  ASSERT_EQ(p.sec_rem, 0u);
+  EXPECT_EQ(p.sec_rot, 33u);
+  auto blocks = [&](int64_t k, uint32_t c) { return TileScheduler::decode(p, TileScheduler::tile_id<true>(p, k, 132, c)).m_block + 1; };
+  EXPECT_EQ(blocks(0, 0) + blocks(1, 0), 9);
+  EXPECT_EQ(blocks(0, 0), 8);
+  EXPECT_EQ(blocks(2, 0), 5);  // section 1 starts at CTA 33: CTA 0 is at place 99 of its deal
+  EXPECT_EQ(blocks(3, 0), 4);
+  // Not whole rounds (4 x 4k: 8-pair sections of 256 tiles) or a single section: no rotation.
+  FwdParams q = p;
+  q.batch = 4;
+  q.num_m_blocks = 32;
+  q.num_tiles = 4 * 16 * 32;
+  q.section_bh = 8;
+  fill_schedule_constants(&q, 132);
+  EXPECT_EQ(q.sec_rot, 0u);
+  p.section_bh = 256;
+  fill_schedule_constants(&p, 132);
+  EXPECT_EQ(p.sec_rot, 0u);
+}
+
 // The budget rule on the issue-6 shapes (batch 1, 32 / 8 heads, hdim 128, block 128, 132 CTAs,
 // H100: budget 25 MB): sections hold whole kv heads, one kv head from 32k up (its K+V alone
 // is 16 MB), and the snake stays balanced.

@@ -121,6 +121,7 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
     }
   }
   fill_schedule_constants(&p, grid);
+  if (a.section_rotate == 0) p.sec_rot = 0;  // Overrides::section_rotate off: every section from CTA 0
   kern<<<dim3(unsigned(grid)), dim3(Cfg::kThreads), Cfg::kSmemBytes, a.stream>>>(a.tm_q, a.tm_k, a.tm_v,
                                                                               a.tm_o, p);
   cudaError_t e = cudaGetLastError();

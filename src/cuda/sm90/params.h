@@ -39,6 +39,11 @@ struct FwdParams {
   // num_m_blocks, heads_q, group, sec_tiles, section_bh, the last section's pairs, sec_rounds
   // and sec_rounds + 1 (a divisor 0 is taken as 1: those paths never divide by it).
   FastDiv fd_nm, fd_nh, fd_group, fd_sec_tiles, fd_sec_bh, fd_last_bh, fd_rounds, fd_rounds1;
+  // Sections of whole rounds (sec_rem 0) dealt from rotating first CTAs (scheduler.cuh
+  // tile_id): section j's snake starts at CTA (j x sec_rot) mod grid; 0: every section from
+  // CTA 0. fd_grid divides by the grid (the launch sets both: launch_impl.cuh, rotate_rule).
+  uint32_t sec_rot = 0;
+  FastDiv fd_grid;
 
   float scale_log2 = 0;         // softmax scale * log2(e): logits in log2 units
   // fp8 descales, float32 (batch, heads_kv) each, element strides (b, hk); null: 1. The

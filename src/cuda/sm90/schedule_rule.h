@@ -236,8 +236,23 @@ inline int64_t kv_splits(int64_t tiles, int64_t sms, int64_t key_blocks) {
   return s >= 2 ? s : 1;
 }
 
+// The sectioned snake's rotation (FwdParams::sec_rot): sections of whole rounds (sec_rem 0),
+// at least two of them, and fewer pairs than CTAs: section j's deal starts at CTA j x
+// section_bh (mod grid), so each CTA runs a different LPT rank pair in successive sections. In
+// the snake a round pairs a CTA's long tile with a short one of the same key-block sum (8 + 1,
+// 7 + 2, ... at causal 1k), but measured tile times are not linear in key blocks (a long
+// tile's blocks run faster than a short one's: docs/PERFORMANCE.md, "Each tile's time"), so
+// without rotation the CTAs of the middle pairs (5 + 4) end later in every section. 0: none.
+// The product j x section_bh stays below 2^31 (FastDiv).
+inline uint32_t snake_rotation(const FwdParams& p, int64_t grid) {
+  if (!p.lpt || p.sec_rem != 0 || p.full_secs < 2 || p.section_bh >= grid) return 0;
+  if ((int64_t(p.full_secs) + 1) * p.section_bh >= (int64_t(1) << 31)) return 0;
+  return uint32_t(p.section_bh);
+}
+
 // Grid-dependent constants of TileScheduler::tile_id (tiles per section, full sections, and
-// rounds / remainder of a full and of the last section). `grid` is the launched CTA count.
+// rounds / remainder of a full and of the last section; the rotation). `grid` is the launched
+// CTA count.
 inline void fill_schedule_constants(FwdParams* p, int64_t grid) {
   const int64_t nbh = p->heads_q * p->batch, sec_tiles = p->section_bh * p->num_m_blocks;
   const int64_t last_tiles = (nbh % p->section_bh) * p->num_m_blocks;
@@ -256,6 +271,8 @@ inline void fill_schedule_constants(FwdParams* p, int64_t grid) {
   p->fd_last_bh = fd(nbh % p->section_bh);
   p->fd_rounds = fd(p->sec_rounds);
   p->fd_rounds1 = fd(int64_t(p->sec_rounds) + 1);
+  p->fd_grid = fd(grid);
+  p->sec_rot = snake_rotation(*p, grid);
 }
 
 // The rotated section list's last section (TileScheduler::rotated_tile_id: shorter than the

@@ -61,6 +61,17 @@ struct TileScheduler {
     // 0..r-1) after an even number of rounds and backward after an odd one. The host
     // precomputes rounds/remainder of the full and the last section.
     const uint32_t kk0 = uint32_t(k);
+    if (p.sec_rot) {  // whole-round sections (sec_rem 0), section j from CTA (j x sec_rot) mod g
+      uint32_t sec = p.fd_rounds.div(kk0);
+      if (sec > p.full_secs) sec = p.full_secs;
+      const uint32_t kk = kk0 - sec * p.sec_rounds, r = sec * p.sec_rot, shift = r - p.fd_grid.div(r) * g;
+      const uint32_t v = c >= shift ? c - shift : c + g - shift;  // c's place in section sec's deal
+      if (sec == p.full_secs) {
+        const uint32_t per_last = p.last_rounds + ((p.last_rounds & 1) ? (v >= g - p.last_rem) : (v < p.last_rem));
+        if (kk >= per_last) return -1;
+      }
+      return int64_t(sec) * p.sec_tiles + int64_t(kk) * g + ((kk & 1) ? g - 1 - v : v);
+    }
     const uint32_t extra = (p.sec_rounds & 1) ? (c >= g - p.sec_rem) : (c < p.sec_rem);
     const uint32_t per_full = p.sec_rounds + extra;
     uint32_t sec = per_full ? (extra ? p.fd_rounds1 : p.fd_rounds).div(kk0) : p.full_secs;
