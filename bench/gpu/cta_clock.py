@@ -22,7 +22,8 @@ Usage: python3 bench/gpu/cta_clock.py --lib build/liblongattn_capi.so [--fa3 .fa
        [--overrides dynamic=on] [--dump cta.json]   (every call's CTAs: {shape: [[[start ns from the first CTA's start, SM,
                             each consumer warpgroup's end ns (0: none), [[warpgroup 0's end ns,
                             warpgroup 1's end ns, batch, head, q-block] per tile, its first 32]]
-                            per CTA in blockIdx order] per call]})
+                            per CTA in blockIdx order] per call]}; a tile's list also holds
+                            warpgroup 0's and 1's first-S-ready ns, 0: not recorded)
 """
 import argparse
 import os
@@ -109,7 +110,13 @@ def main():
                         e = r[8 + 4 * k: 12 + 4 * k]
                         if not e[0]:
                             break
-                        out.append([e[0] - t0, e[1] - t0 if e[1] else 0, e[2] >> 32, (e[2] >> 16) & 0xFFFF, e[2] & 0xFFFF])
+                        # [3]: each warpgroup's first-S time, low 32 bits, widened from its end.
+                        s_ready = []
+                        for w in range(2):
+                            half = (e[3] >> (32 * w)) & 0xFFFFFFFF
+                            s_ready.append(e[w] - ((e[w] - half) & 0xFFFFFFFF) - t0 if half and e[w] else 0)
+                        out.append([e[0] - t0, e[1] - t0 if e[1] else 0, e[2] >> 32, (e[2] >> 16) & 0xFFFF, e[2] & 0xFFFF]
+                                   + s_ready)
                     return out
                 dump.setdefault(spec, []).append([[r[0] - t0, r[1]] + [x - t0 if x else 0 for x in r[2:5]] + [tiles(r)]
                                                   for r in c])

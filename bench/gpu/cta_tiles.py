@@ -6,7 +6,10 @@ tile's time = its end minus the previous tile's end (warpgroup 0), so the first 
 and the first tiles' mean, and a least-squares fit time = a x blocks + b over the later
 tiles (b: a tile's fixed cost). --sections "16x1024c=33,..." (the plan's pairs per L2
 section, known to the caller) also splits each count by the tile's round inside its section
-(the sectioned snake's tile ids: rank-major, pairs fastest).
+(the sectioned snake's tile ids: rank-major, pairs fastest). Where the dump has the first-S
+times (the 16-bit kinds), each warpgroup's tile splits at its first S: the previous tile's end
+(its epilogue, this tile's setup, Q / K waits, turn, first Q.K^T) and the rest, with the two
+warpgroups' skew.
 
 Usage: python3 bench/gpu/cta_tiles.py cta.json [--sections 16x1024c=33,8x2048c=33] [--heads 16]
        [--grid 132]   (no GPU needed)
@@ -39,12 +42,18 @@ def main():
         b_, s_ = spec.rstrip("c").split("x")
         nm, nbh, sec_bh = -(-int(s_) // a.block), int(b_) * a.heads, secs.get(spec)
         later, first, per_cta = defaultdict(list), defaultdict(list), []
+        phases = defaultdict(list)  # blocks -> (wg0 end-to-S, wg0 S-to-end, wg1 ..., wg1 S - wg0 S)
         for call in calls:
             for r in call:
                 tiles = r[5] if len(r) > 5 else []
                 per_cta.append(len(tiles))
-                prev = r[0]
-                for k, (e0, _e1, b, h, m) in enumerate(tiles):
+                prev, prev1 = r[0], r[0]
+                for k, (e0, e1, b, h, m, *ready) in enumerate(tiles):
+                    if k > 0 and len(ready) == 2 and all(ready) and e1:
+                        s0, s1 = ready
+                        phases[m + 1].append(((s0 - prev) / 1e3, (e0 - s0) / 1e3, (s1 - prev1) / 1e3,
+                                              (e1 - s1) / 1e3, (s1 - s0) / 1e3))
+                    prev1 = e1 or prev1
                     us, prev = (e0 - prev) / 1e3, e0
                     rnd = ""
                     if sec_bh:
@@ -63,6 +72,14 @@ def main():
             if f:
                 line += f" | first n {len(f):4d} mean {statistics.mean(f):7.2f} us"
             print(line)
+        if phases:
+            print("  later tiles by key blocks, means in us: warpgroup w's previous end -> its first S ready"
+                  " | first S -> its end; S skew = wg1's first S - wg0's")
+            for nb in sorted(phases):
+                v = list(zip(*phases[nb]))
+                mean = [statistics.mean(x) for x in v]
+                print(f"  {nb:4d} blocks | wg0 {mean[0]:6.2f} | {mean[1]:6.2f} | wg1 {mean[2]:6.2f} | {mean[3]:6.2f}"
+                      f" | S skew {mean[4]:5.2f} (n {len(v[0])})")
         xs = [k[0] for k, v in later.items() for _ in v]
         ys = [y for v in later.values() for y in v]
         if len(set(xs)) > 1:

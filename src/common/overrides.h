@@ -50,7 +50,8 @@ struct Overrides {
   // kinds fill per CTA c, from 136c: [0] its start (%globaltimer, ns), [1] its SM, [2 + w]
   // consumer warpgroup w's end (after its last O store has read shared memory; w < 3); then
   // for each of its first 32 tiles k, from 8 + 4k: [w] warpgroup w's end of the tile (w < 2),
-  // [2] (batch << 32) | (head << 16) | q-block, [3] unused (sm90/params.h kCtaClockSlots).
+  // [2] (batch << 32) | (head << 16) | q-block, [3] in 32-bit half w the low 32 bits of the
+  // time warpgroup w's first S of the tile was ready (sm90/params.h kCtaClockSlots).
   // Slots not reached are not written. 0: off. Other kinds ignore it.
   uint64_t cta_clock = 0;
 };

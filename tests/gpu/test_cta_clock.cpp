@@ -82,6 +82,11 @@ void probe_case(detail::Force dynamic) {
       last = e[0];
       EXPECT_LE(e[0], r[2]);
       EXPECT_LE(e[1], r[3]);
+      for (int w = 0; w < 2; ++w) {  // first S ready: before the warpgroup's end, within 0.1 s
+        const uint32_t half = uint32_t(e[3] >> (32 * w));
+        ASSERT_NE(half, 0u) << "CTA " << cta << " tile " << t << " warpgroup " << w << ": no first-S time";
+        EXPECT_LT(uint32_t(uint32_t(e[w]) - half), 100000000u) << "CTA " << cta << " tile " << t << " warpgroup " << w;
+      }
       const uint64_t b = e[2] >> 32, hh = (e[2] >> 16) & 0xFFFF, m = e[2] & 0xFFFF;
       ASSERT_TRUE(b < kB && hh < kH && m < kMBlocks) << "CTA " << cta << " tile " << t << ": " << b << " " << hh << " " << m;
       EXPECT_TRUE(seen.insert({b, hh, m}).second) << "tile (" << b << ", " << hh << ", " << m << ") twice";

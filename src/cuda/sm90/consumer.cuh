@@ -423,6 +423,11 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       settle_o();  // the previous tile's O store, while this Q.K^T runs
       ptx::wgmma_wait<0>();
       ptx::pin(s);
+      if constexpr (kernel_dense(Cfg::kKind)) {  // the probe: this tile's first S is ready (params.h)
+        if (p.cta_clock && tid == 0 && wg < 2 && k < kCtaClockTiles)
+          reinterpret_cast<uint32_t*>(p.cta_clock + kCtaClockSlots * size_t(blockIdx.x) + 8 + 4 * k + 3)[wg] =
+              uint32_t(ptx::global_timer());
+      }
       release(sm.k_empty(ks.stage));
       ks.advance();
       if (j == lo && !o_in_q()) release(q_empty);

@@ -147,7 +147,9 @@ struct FwdParams {
   // Diagnostic, dense kinds only (common/overrides.h cta_clock): kCtaClockSlots per CTA, from
   // c x kCtaClockSlots: [0] its start (%globaltimer), [1] its SM, [2 + w] consumer warpgroup w's
   // end; then its first kCtaClockTiles tiles k, 4 each from 8 + 4k: [w] warpgroup w's end of
-  // tile k (w < 2), [2] (b << 32) | (h << 16) | m_block, [3] unused. Null: off.
+  // tile k (w < 2), [2] (b << 32) | (h << 16) | m_block, [3] the low 32 bits of the time
+  // warpgroup w's first S of the tile was ready, in 32-bit half w (the 16-bit kinds' two
+  // warpgroups; 0: not recorded). Null: off.
   unsigned long long* cta_clock = nullptr;
 };
 
