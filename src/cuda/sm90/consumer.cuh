@@ -425,8 +425,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       ptx::pin(s);
       if constexpr (kernel_dense(Cfg::kKind)) {  // the probe: this tile's first S is ready (params.h)
         if (p.cta_clock && tid == 0 && wg < 2 && k < kCtaClockTiles)
-          reinterpret_cast<uint32_t*>(p.cta_clock + kCtaClockSlots * size_t(blockIdx.x) + 8 + 4 * k + 3)[wg] =
-              uint32_t(ptx::global_timer());
+          reinterpret_cast<uint32_t*>(p.cta_clock + cta_clock_tile(blockIdx.x, k) + 3)[wg] = uint32_t(ptx::global_timer());
       }
       release(sm.k_empty(ks.stage));
       ks.advance();
@@ -583,7 +582,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
     }
     if constexpr (kernel_dense(Cfg::kKind)) {  // the diagnostic probe: this tile's end (params.h)
       if (p.cta_clock && tid == 0 && wg < 2 && k < kCtaClockTiles) {
-        unsigned long long* e = p.cta_clock + kCtaClockSlots * size_t(blockIdx.x) + 8 + 4 * k;
+        unsigned long long* e = p.cta_clock + cta_clock_tile(blockIdx.x, k);
         e[wg] = ptx::global_timer();
         // The tile's coordinates, live here for the O store; its key-block range is not (a
         // probe must not hold registers through the loop).

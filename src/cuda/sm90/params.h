@@ -3,6 +3,7 @@
 // __grid_constant__ kernel parameters.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/sm90/fast_div.h"
@@ -41,7 +42,7 @@ struct FwdParams {
   FastDiv fd_nm, fd_nh, fd_group, fd_sec_tiles, fd_sec_bh, fd_last_bh, fd_rounds, fd_rounds1;
   // Sections of whole rounds (sec_rem 0) dealt from rotating first CTAs (scheduler.cuh
   // tile_id): section j's snake starts at CTA (j x sec_rot) mod grid; 0: every section from
-  // CTA 0. fd_grid divides by the grid (the launch sets both: launch_impl.cuh, rotate_rule).
+  // CTA 0. fd_grid divides by the grid (both set by schedule_rule.h fill_schedule_constants).
   uint32_t sec_rot = 0;
   FastDiv fd_grid;
 
@@ -154,5 +155,10 @@ struct FwdParams {
 };
 
 inline constexpr int kCtaClockTiles = 32, kCtaClockSlots = 8 + 4 * kCtaClockTiles;
+
+// The probe's 4 slots of tile k of CTA cta (the layout above).
+inline constexpr size_t cta_clock_tile(uint32_t cta, int64_t k) {
+  return kCtaClockSlots * size_t(cta) + 8 + 4 * size_t(k);
+}
 
 }  // namespace longattn::cuda::sm90
