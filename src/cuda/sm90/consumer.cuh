@@ -91,6 +91,13 @@ __device__ __forceinline__ float2 tile_descales(const FwdParams& p, int32_t b, i
 template <class Cfg>
 __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensorMap* tm_o, typename Cfg::Smem sm, int wg,
                                               int tid) {
+  // A softcap: only in a kernel compiled for one (KernelConfig kCap). Without it the key-block
+  // step has no softcap branch: each taken branch there (softcap before the mask, fused or
+  // fixed cap in the update) jumped past a variant's code, and at the landing the warp waited
+  // for an instruction fetch (docs/PERFORMANCE.md, "The feature kind's step without softcap
+  // branches"). Read from the params at each use: a bool held through the loop cost the
+  // hdim-256 consumer a register (it spilled).
+  auto capped = [&] { return Cfg::kCap && p.softcap_in != 0.f; };
   // P fragments: 16-bit P packs 2 per register, fp8 P 4.
   constexpr int kNS = Cfg::kBlockN / 2, kNO = Cfg::kHeadDimV / 2, kNP = Cfg::kBlockN / (Cfg::kFp8 ? 8 : 4);
   // Two P buffers (see the main loop) where S, O and both fit in registers with 40 to spare.
@@ -172,7 +179,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       dv = d.y;
     }
     // Logit scale of the feature kernel (log2 units), the softcap folded in.
-    const float sl2 = p.softcap_in != 0.f ? p.feat_scale_log2 : p.feat_scale_log2 * dqk;
+    const float sl2 = capped() ? p.feat_scale_log2 : p.feat_scale_log2 * dqk;
     const float cap_in = p.softcap_in * dqk;
     const auto& mask = w.mask;
     const int64_t lo = w.lo, hi = w.hi;
@@ -188,17 +195,15 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
       ja = int32_t(a);
       width = b > a ? uint32_t(b - a) : 0u;
     }
-    // Read from the params at each use: a bool held through the loop cost the hdim-256
-    // consumer a register (it spilled).
-    auto fixed_cap = [&] { return kFixedOk && p.softcap_in != 0.f && p.softcap_mode == kCapFixed; };
+    auto fixed_cap = [&] { return kFixedOk && capped() && p.softcap_mode == kCapFixed; };
     // Feature kernel: on blocks with an element mask, softcap on the raw logits, then the
     // mask (tanh(-inf) = -1 would unmask a key); elsewhere the softmax update caps.
     bool fused_cap = false;
     auto mask_s = [&](float(&s)[kNS], int64_t j) {
       if constexpr (Cfg::kFeat) {
         const bool edge = uint32_t(int32_t(j) - ja) >= width;
-        fused_cap = p.softcap_in != 0.f && !edge;
-        if (p.softcap_in != 0.f && edge) softcap(s, cap_in);
+        fused_cap = capped() && !edge;
+        if (capped() && edge) softcap(s, cap_in);
         if (edge) mask.apply(s, j, row0, lane);
       } else {
         if (j >= j_mask) mask.apply(s, j, row0, lane);
@@ -212,7 +217,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
     smx.init();
     if constexpr (Cfg::kFeat) {
       // A sink logit in the kernel's logit units (without softcap those carry the descales).
-      const float to_raw = p.softcap_in != 0.f ? p.sink_to_raw : p.sink_to_raw / dqk;
+      const float to_raw = capped() ? p.sink_to_raw : p.sink_to_raw / dqk;
       if constexpr (Cfg::kPack) {  // the rows' own heads (tc.h is the kv head)
         if (p.sinks) {
           const int32_t gm = (1 << p.pack_shift) - 1, h0 = tc.h << p.pack_shift;

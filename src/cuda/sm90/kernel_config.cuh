@@ -14,12 +14,15 @@
 namespace longattn::cuda::sm90 {
 
 // kHeadDimV_: v's head dim when it differs from q / k's (192 / 128; ragged kinds only).
-template <class T, int kHeadDim_, int kHeadDimV_, Kernel kKind_>
+// kCap_: the feature kinds' kernel may have a softcap; false: their kernel for calls without
+// one (launch_impl.cuh launch_feature, consumer.cuh kCap).
+template <class T, int kHeadDim_, int kHeadDimV_, Kernel kKind_, bool kCap_ = true>
 struct KernelConfig {
   using Element = T;
   static constexpr Kernel kKind = kKind_;
   // Sinks, softcap, windows, chunks as run-time predicates; the dense kind compiles none of it.
   static constexpr bool kFeat = kernel_features(kKind_);
+  static constexpr bool kCap = kFeat && kCap_;
   // Per-sequence starts and lengths read per tile (cu_seqlens, seqused_k).
   static constexpr bool kRagged = kernel_ragged(kKind_);
   // Paged K/V: only the producer differs (it resolves each K/V tile's pages; paged_kv.cuh).

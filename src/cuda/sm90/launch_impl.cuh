@@ -134,6 +134,17 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
 
 }  // namespace
 
+// A feature kind: calls without a softcap on the kernel compiled without it, at head dims up to
+// 128 (where that measured faster: docs/PERFORMANCE.md, "The feature kind's step without
+// softcap branches"; at 256 it gained nothing).
+template <class T, int D, int DV, Kernel K>
+cudaError_t launch_feature(const LaunchArgs& a) {
+  if constexpr (D <= 128) {
+    if (a.p.softcap_in == 0.f) return launch_cfg<KernelConfig<T, D, DV, K, false>>(a);
+  }
+  return launch_cfg<KernelConfig<T, D, DV, K>>(a);
+}
+
 template <InType kIn, int kHeadDim, int kHeadDimV>
 cudaError_t launch_fwd(const LaunchArgs& a) {
   using T = std::conditional_t<kIn == InType::bf16, __nv_bfloat16,
@@ -149,28 +160,28 @@ cudaError_t launch_fwd(const LaunchArgs& a) {
         case Kernel::dense: return launch_cfg<KernelConfig<T, D, DV, Kernel::dense>>(a);
         case Kernel::dense_vt: return launch_cfg<KernelConfig<T, D, DV, Kernel::dense_vt>>(a);
         case Kernel::feature:
-        case Kernel::ragged: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged>>(a);
-        case Kernel::paged: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged>>(a);
-        case Kernel::ragged_packed: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged_packed>>(a);
-        case Kernel::paged_packed: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged_packed>>(a);
+        case Kernel::ragged: return launch_feature<T, D, DV, Kernel::ragged>(a);
+        case Kernel::paged: return launch_feature<T, D, DV, Kernel::paged>(a);
+        case Kernel::ragged_packed: return launch_feature<T, D, DV, Kernel::ragged_packed>(a);
+        case Kernel::paged_packed: return launch_feature<T, D, DV, Kernel::paged_packed>(a);
       }
       return cudaErrorInvalidValue;
     }
   } else if constexpr (D != DV) {  // split head dims: the ragged kinds only
     switch (a.kernel) {
-      case Kernel::ragged: return launch_cfg<KernelConfig<T, D, DV, Kernel::ragged>>(a);
-      case Kernel::paged: return launch_cfg<KernelConfig<T, D, DV, Kernel::paged>>(a);
+      case Kernel::ragged: return launch_feature<T, D, DV, Kernel::ragged>(a);
+      case Kernel::paged: return launch_feature<T, D, DV, Kernel::paged>(a);
       default: return cudaErrorInvalidValue;
     }
   } else {
     switch (a.kernel) {
       case Kernel::dense: return launch_cfg<KernelConfig<T, D, D, Kernel::dense>>(a);
       case Kernel::dense_vt: return cudaErrorInvalidValue;  // fp8 alone
-      case Kernel::feature: return launch_cfg<KernelConfig<T, D, D, Kernel::feature>>(a);
-      case Kernel::ragged: return launch_cfg<KernelConfig<T, D, D, Kernel::ragged>>(a);
-      case Kernel::paged: return launch_cfg<KernelConfig<T, D, D, Kernel::paged>>(a);
-      case Kernel::ragged_packed: return launch_cfg<KernelConfig<T, D, D, Kernel::ragged_packed>>(a);
-      case Kernel::paged_packed: return launch_cfg<KernelConfig<T, D, D, Kernel::paged_packed>>(a);
+      case Kernel::feature: return launch_feature<T, D, D, Kernel::feature>(a);
+      case Kernel::ragged: return launch_feature<T, D, D, Kernel::ragged>(a);
+      case Kernel::paged: return launch_feature<T, D, D, Kernel::paged>(a);
+      case Kernel::ragged_packed: return launch_feature<T, D, D, Kernel::ragged_packed>(a);
+      case Kernel::paged_packed: return launch_feature<T, D, D, Kernel::paged_packed>(a);
     }
     return cudaErrorInvalidValue;
   }
