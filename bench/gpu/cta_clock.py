@@ -18,8 +18,7 @@ has read shared memory: the store's global writes drain inside `outside`. %globa
 update interval is the GPU's (about 1 us on some parts): spreads below it read as 0. Needs a tree whose capi library knows the key.
 
 Usage: python3 bench/gpu/cta_clock.py --lib build/liblongattn_capi.so [--fa3 .fa3] [--calls 9]
-       [--shapes "16x1024c,8x2048c,16x1024,4x4096c"]   (b x seq, c: causal, wN: a window of N
-       keys before the diagonal, e.g. 1x32768cw1024; hdim 128, 16 heads)
+       [--shapes "16x1024c,8x2048c,16x1024,4x4096c"]   (b x seq, c: causal; hdim 128, 16 heads)
        [--overrides dynamic=on] [--dump cta.json]   (every call's CTAs: {shape: [[[start ns from the first CTA's start, SM,
                             each consumer warpgroup's end ns (0: none), [[warpgroup 0's end ns,
                             warpgroup 1's end ns, batch, head, q-block] per tile, its first 32]]
@@ -86,19 +85,17 @@ def main():
           " | wg gap | FA3 cupti | span / FA3 | cupti / FA3 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for spec in a.shapes.split(","):
-        base, _, w = spec.partition("w")  # "1x32768cw1024": causal, a window of 1024 keys before the diagonal
-        wl = int(w) if w else -1
-        causal = base.endswith("c")
-        b, s = (int(x) for x in base.rstrip("c").split("x"))
+        causal = spec.endswith("c")
+        b, s = (int(x) for x in spec.rstrip("c").split("x"))
         g = torch.Generator(device="cuda").manual_seed(3)
         q, k, v = (torch.randn(b, s, a.heads, a.dim, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
         o = torch.full_like(q, float("nan"))
         rows = []
         with la.overrides(f"cta_clock={clk.data_ptr()}" + (f",{a.overrides}" if a.overrides else "")):
-            la.dense(q, k, v, o, causal, wl=wl)  # warm-up
+            la.dense(q, k, v, o, causal)  # warm-up
             for _ in range(a.calls):
                 clk.zero_()
-                ds, _ = cupti_durations(lambda: la.dense(q, k, v, o, causal, wl=wl), 1)
+                ds, _ = cupti_durations(lambda: la.dense(q, k, v, o, causal), 1)
                 c = clk.view(sms, SLOTS).cpu().tolist()
                 ctas = [r for r in c if r[0] > 0]
                 if not ds or not ctas:
@@ -135,7 +132,7 @@ def main():
         fa3_us = None
         if fa3 is not None:
             from shapes import Case
-            f = fa3.dense_fn(Case(b, s, s, a.heads, a.heads, a.dim, causal, wl=wl))
+            f = fa3.dense_fn(Case(b, s, s, a.heads, a.heads, a.dim, causal))
             torch.cuda.synchronize()
             js = (fa3.to_jax(q), fa3.to_jax(k), fa3.to_jax(v))
             f(*js).block_until_ready()
@@ -143,7 +140,7 @@ def main():
             outs[-1].block_until_ready()
             fa3_us = statistics.median(ds) if ds else None
         fa = f"{fa3_us:.1f} | {m['span'] / fa3_us:.3f} | {m['cupti'] / fa3_us:.3f}" if fa3_us else "- | - | -"
-        print(f"| {b} x {s} {'causal' if causal else 'full'}{f' window {wl}' if wl >= 0 else ''} | {m['cupti']:.1f} | {m['span']:.1f} | "
+        print(f"| {b} x {s} {'causal' if causal else 'full'} | {m['cupti']:.1f} | {m['span']:.1f} | "
               f"{m['outside']:.2f} | {m['sspread']:.2f} / {m['sp90']:.2f} | {m['espread']:.2f} / "
               f"{m['elast']:.2f} | {m['cmin']:.1f} / {m['cmean']:.1f} / {m['cmax']:.1f} | {m['wgap']:.2f} | {fa} |",
               flush=True)

@@ -2,7 +2,7 @@
 """Per-tile costs from a `cta_clock.py --dump` file (issue 20): each CTA's tiles in order, a
 tile's time = its end minus the previous tile's end (warpgroup 0), so the first tile of a CTA
 (from the CTA's start) is reported apart. Per shape: tiles per CTA, then per key-block count
-(causal, aligned: q-block m visits m + 1 blocks; with a window of w keys, min(m + 1, w / 128 + 1)) the mean, spread and count of later tiles
+(causal, aligned: q-block m visits m + 1 blocks) the mean, spread and count of later tiles
 and the first tiles' mean, and a least-squares fit time = a x blocks + b over the later
 tiles (b: a tile's fixed cost). --sections "16x1024c=33,..." (the plan's pairs per L2
 section, known to the caller) also splits each count by the tile's round inside its section
@@ -39,9 +39,7 @@ def main():
     secs = dict((k, int(v)) for k, v in (x.split("=") for x in a.sections.split(",") if x))
     d = json.load(open(a.dump))
     for spec, calls in d.items():
-        base, _, w = spec.partition("w")  # a causal window of w keys: q-block m visits min(m, w / block) + 1
-        cap = int(w) // a.block + 1 if w else 1 << 30
-        b_, s_ = base.rstrip("c").split("x")
+        b_, s_ = spec.rstrip("c").split("x")
         nm, nbh, sec_bh = -(-int(s_) // a.block), int(b_) * a.heads, secs.get(spec)
         later, first, per_cta = defaultdict(list), defaultdict(list), []
         phases = defaultdict(list)  # blocks -> (wg0 end-to-S, wg0 S-to-end, wg1 ..., wg1 S - wg0 S)
@@ -53,7 +51,7 @@ def main():
                 for k, (e0, e1, b, h, m, *ready) in enumerate(tiles):
                     if k > 0 and len(ready) == 2 and all(ready) and e1:
                         s0, s1 = ready
-                        phases[min(m + 1, cap)].append(((s0 - prev) / 1e3, (e0 - s0) / 1e3, (s1 - prev1) / 1e3,
+                        phases[m + 1].append(((s0 - prev) / 1e3, (e0 - s0) / 1e3, (s1 - prev1) / 1e3,
                                               (e1 - s1) / 1e3, (s1 - s0) / 1e3))
                     prev1 = e1 or prev1
                     us, prev = (e0 - prev) / 1e3, e0
@@ -64,7 +62,7 @@ def main():
                         n = min(sec_bh, nbh - first_bh)
                         rnd = (nm - 1 - m) * n + (bh - first_bh)
                         rnd = f" round {rnd // a.grid}"
-                    (first if k == 0 else later)[(min(m + 1, cap), rnd)].append(us)
+                    (first if k == 0 else later)[(m + 1, rnd)].append(us)
         print(f"{spec}: {len(calls)} calls, tiles per CTA {min(per_cta)}-{max(per_cta)} (the probe keeps 32)")
         for key in sorted(set(later) | set(first)):
             v, f = later.get(key, []), first.get(key, [])
