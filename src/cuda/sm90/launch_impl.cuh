@@ -139,9 +139,7 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
 // softcap branches"; at 256 it gained nothing).
 template <class T, int D, int DV, Kernel K>
 cudaError_t launch_feature(const LaunchArgs& a) {
-  if constexpr (D <= 128) {
-    if (a.p.softcap_in == 0.f) return launch_cfg<KernelConfig<T, D, DV, K, false>>(a);
-  }
+  if (a.p.softcap_in == 0.f) return launch_cfg<KernelConfig<T, D, DV, K, false>>(a);
   return launch_cfg<KernelConfig<T, D, DV, K>>(a);
 }
 
