@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU tests' binaries and the benchmark's capi library, built on this machine (nvcc; no
 # GPU needed) and packed for the device, whose calls then skip the build:
-#   scripts/gpu_bin.sh [OUT.txz]        # default build-bin/bin.txz (ignored; ~21 MB: xz, since
-#                                       # a device call carries 64 MiB in all; gzip made 33)
+#   scripts/gpu_bin.sh [OUT.txz]        # default build-bin/bin.txz (ignored; ~30 MB: xz, since
+#                                       # a device call carries 64 MiB in all; with FA3's 17 MB
+#                                       # a baseline goes as its capi library alone, xz, 8 MB)
 # Carry its folder (run's carry ["build-bin", ...]) and run `tests/gpu/run.sh build-bin/bin.txz`.
 # Without the Python extension: stages that import longattn (pytest, host, cp) need the
 # device's own build.

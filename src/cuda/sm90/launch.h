@@ -31,8 +31,8 @@ struct LaunchArgs {
 // Launches kernel a.kernel for (dtype, head dims). Instantiated for q / k / v head dims 64,
 // 128, 192, 256, and q / k 192 with v 128 (DeepSeek-style heads; ragged and paged kinds only); e4m3
 // for 128 (dense, ragged, paged and the packed kinds: the feature kind runs as ragged) and
-// 256 / 256 (the dense kind). Up to head dim 128 each feature kind (feature, ragged, paged and
-// their packed forms) is compiled twice, with and without the softcap (KernelConfig kCap).
+// 256 / 256 (the dense kind). Each kind with features (feature, ragged, paged and their packed
+// forms) is compiled twice, with and without the softcap (KernelConfig kCap).
 template <InType kIn, int kHeadDim, int kHeadDimV>
 cudaError_t launch_fwd(const LaunchArgs& a);
 
