@@ -15,7 +15,7 @@ namespace longattn::cuda::sm90 {
 
 // kHeadDimV_: v's head dim when it differs from q / k's (192 / 128; ragged kinds only).
 // kCap_: the feature kinds' kernel may have a softcap; false: their kernel for calls without
-// one (launch_impl.cuh launch_feature, consumer.cuh kCap).
+// one (launch_impl.cuh launch_feature, consumer.cuh capped).
 template <class T, int kHeadDim_, int kHeadDimV_, Kernel kKind_, bool kCap_ = true>
 struct KernelConfig {
   using Element = T;

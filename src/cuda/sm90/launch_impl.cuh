@@ -134,8 +134,9 @@ cudaError_t launch_cfg(const LaunchArgs& a) {
 
 }  // namespace
 
-// A feature kind: calls without a softcap on the kernel compiled without it (docs/PERFORMANCE.md,
-// "The feature kind's step without softcap branches": 1-8% faster at every head dim).
+// A kind with features: calls without a softcap run on its kernel compiled without one, whose
+// key-block step has no softcap branches (consumer.cuh capped; docs/PERFORMANCE.md, "The
+// feature kind's step without softcap branches").
 template <class T, int D, int DV, Kernel K>
 cudaError_t launch_feature(const LaunchArgs& a) {
   if (a.p.softcap_in == 0.f) return launch_cfg<KernelConfig<T, D, DV, K, false>>(a);
