@@ -381,6 +381,7 @@ struct SplitScratch {
     fp->split_blocks = 0;
     fp->out = part;
     fp->out_type = cuda::sm90::OutType::f32;
+    fp->o_vec = 0;  // f32 partials: the pair stores
     fp->out_stride_b = rows * p.dim_v;
     fp->out_stride_s = p.heads_q * p.dim_v;
     fp->out_stride_h = p.dim_v;

@@ -176,6 +176,11 @@ void fill_params(const Args& a, const detail::Problem& p, const ForwardPlan& pla
     fp.out_stride_s = a.out.stride[1];
     fp.out_stride_h = a.out.stride[2];
   }
+  {
+    const bool aligned = reinterpret_cast<uintptr_t>(a.out.data) % 16 == 0 && fp.out_stride_b % 8 == 0 &&
+                         fp.out_stride_s % 8 == 0 && fp.out_stride_h % 8 == 0 && p.dim_v % 8 == 0;
+    fp.o_vec = fp.out_type != sm90::OutType::f32 && aligned ? 1 : 0;
+  }
   if (a.lse.present()) {
     fp.lse = static_cast<float*>(a.lse.data);
     if (p.q_ragged) {

@@ -59,7 +59,8 @@ std::string Shape::name() const {
   o << "b" << batch << "_sq" << seq_q << "_sk" << seq_k << "_h" << heads_q << "x" << heads_kv << "_d" << dim
     << (dim_v > 0 && dim_v != dim ? "x" + std::to_string(dim_v) : "")
     << (causal ? (top_left ? "_causalTL" : "_causal") : "") << "_" << dtype_name(in) << "_out" << dtype_name(out)
-    << (pad ? "_pad" + std::to_string(pad) : "") << (automatic ? "_auto" : "");
+    << (pad ? "_pad" + std::to_string(pad) : "") << (out_pad >= 0 ? "_opad" + std::to_string(out_pad) : "")
+    << (automatic ? "_auto" : "");
   if (top_left && !causal) o << "_TL";
   if (softcap > 0) o << "_cap" << int(softcap);
   if (sinks) o << "_sinks" << (sink_lo != -1.f ? "hi" : "");
@@ -134,8 +135,9 @@ CheckResult run_case(const Shape& s, double atol) {
   const int64_t dim_v = s.dim_v > 0 ? s.dim_v : s.dim;
   a.v = rk ? host_view(nullptr, s.in, {sum_of(s.lens_k), s.heads_kv, dim_v}, gpu)
            : host_view(nullptr, s.in, {batch, s.seq_k, s.heads_kv, dim_v}, gpu, pad);
-  a.out = rq ? host_view(nullptr, s.out, {total_q, s.heads_q, dim_v}, gpu)
-             : host_view(nullptr, s.out, {batch, s.seq_q, s.heads_q, dim_v}, gpu, pad);
+  const int64_t out_pad = s.out_pad >= 0 ? s.out_pad : pad;
+  a.out = rq ? host_view(nullptr, s.out, {total_q, s.heads_q, dim_v}, gpu, out_pad)
+             : host_view(nullptr, s.out, {batch, s.seq_q, s.heads_q, dim_v}, gpu, out_pad);
   const int64_t nq = span(a.q), nk = span(a.k);
   auto hq = random_bytes(s.in, nq, -s.q_range, s.q_range, rng);
   auto hk = random_bytes(s.in, nk, -1.f, 1.f, rng);

@@ -21,6 +21,9 @@ struct Shape {
   float scale = 0.f;               // 0: default 1/sqrt(d)
   int64_t rows_per_head = 1 << 30;  // reference rows checked per (b, h): sampled beyond this
   int64_t pad = 0;                  // extra elements per token row of q/k/v/out (strided layout)
+  // out's own padding (-1: pad): a dense out's token rows, a packed (ragged) out's head rows.
+  // Not a multiple of 8: 16-bit rows off 16 bytes, the kernels' pair stores (FwdParams::o_vec).
+  int64_t out_pad = -1;
   bool automatic = false;           // backend automatic instead of cuda (dispatch check)
   // Issue-5 features: softcap (0: off), per-head sinks ~ U(sink_lo, sink_hi), windows
   // (-1: off), chunk (0: off); windows and chunks follow `top_left` like causal.

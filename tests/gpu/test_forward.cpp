@@ -488,6 +488,33 @@ std::vector<Shape> long_feature_cases() {
   return v;
 }
 
+// Outputs with strides of their own (Shape::out_pad) on the kernels that store O directly
+// (hdim 192 / 256, ragged, packed GQA; the dense hdim-128 kind too, whose TMA store wants
+// 16-byte rows): rows 16-byte aligned (pad 8: the 16-byte stores, epilogue.cuh
+// store_o_half_v16) and not (even pads 2-6, as the API asks: the pair stores), bf16 and f16,
+// split-KV's f32 partials under a 16-bit out, row clipping at odd
+// lengths, head dims narrower than the kernel's (column clipping).
+Shape opad(Shape s, int64_t pad) { s.out_pad = pad; s.seed += 1300; return s; }
+
+std::vector<Shape> out_stride_cases() {
+  std::vector<Shape> v;
+  const std::vector<int32_t> a = {100, 0, 1, 517, 1000, 33};
+  for (int64_t pad : {2, 8}) {
+    v.push_back(opad(S(2, 333, 500, 4, 2, 256, true), pad));
+    v.push_back(opad(win(F(1, 900, 900, 4, 2, 256, true), 200, -1), pad));
+    v.push_back(opad(R(a, a, 4, 2, 128, true, 80), pad));
+    v.push_back(opad(packed(F(2, 20, 700, 16, 4, 128, true)), pad));
+  }
+  v.push_back(opad(S(1, 500, 600, 4, 4, 128, false), 4));  // split-KV (f32 partials, then the combine)
+  v.push_back(opad(S(3, 1000, 1000, 8, 2, 128, true), 4));  // dense hdim 128 off 16 bytes: direct stores
+  v.push_back(opad(S(2, 300, 300, 4, 2, 192, false, DType::f16, DType::f16), 6));
+  v.push_back(opad(S(2, 300, 300, 4, 2, 192, true, DType::f16, DType::f16), 8));
+  v.push_back(opad(S(1, 400, 400, 4, 2, 96, true), 8));  // 96 on the 128 kernel: three groups of four stored
+  v.push_back(opad(S(1, 400, 400, 4, 2, 200, false), 8));  // 200 on the 256 kernel
+  v.push_back(opad(S(2, 777, 900, 4, 2, 128, true), 8));   // dense hdim 128: the TMA store, padded rows
+  return v;
+}
+
 std::string case_name(const ::testing::TestParamInfo<Shape>& i) { return i.param.name(); }
 
 INSTANTIATE_TEST_SUITE_P(Core, GpuForward, ::testing::ValuesIn(core_cases()), case_name);
@@ -501,6 +528,7 @@ INSTANTIATE_TEST_SUITE_P(NarrowDims, GpuForward, ::testing::ValuesIn(narrow_case
 INSTANTIATE_TEST_SUITE_P(Dim192, GpuForward, ::testing::ValuesIn(dim192_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(LongFeatures, GpuForward, ::testing::ValuesIn(long_feature_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(SeqUsedQ, GpuForward, ::testing::ValuesIn(seqused_q_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(OutStrides, GpuForward, ::testing::ValuesIn(out_stride_cases()), case_name);
 // The same ragged and seqused cases on the device-built tile list: plan.cpp builds it only past
 // one wave of padded tiles, which most of these small cases are not.
 std::vector<Shape> listed(std::vector<Shape> v) {

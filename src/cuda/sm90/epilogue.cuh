@@ -1,9 +1,11 @@
 // Epilogue: O (normalized in registers) and LSE to global memory.
-// Direct stores from the accumulator fragment: a quad writes 4 consecutive pairs of one row
-// (16 bytes for 16-bit outputs); rows at or past row_end (seq_q; ragged kinds: the end of the
-// sequence's used rows, q0 + q_len of mask.cuh seq_coord, seqused_q applied) are clipped, so
-// rows past seqused_q are never written. 64-bit offsets. Packed GQA tiles scatter their rows
-// to (position, head): store_packed.
+// Direct stores from the accumulator fragment: a quad holds 4 consecutive pairs of one row in
+// each 8-column group; 16-bit outputs whose rows are 16-byte aligned (FwdParams::o_vec) first
+// transpose four groups across the quad, so each lane writes one group's 16 bytes
+// (store_o_half_v16), else each lane writes its pair. Rows at or past row_end (seq_q; ragged
+// kinds: the end of the sequence's used rows, q0 + q_len of mask.cuh seq_coord, seqused_q
+// applied) are clipped, so rows past seqused_q are never written. 64-bit offsets. Packed GQA
+// tiles scatter their rows to (position, head): store_packed.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -47,14 +49,88 @@ __device__ __forceinline__ void store_o_half(const FwdParams& p, const float (&o
   }
 }
 
+// Half `half` of this thread's O as 16-byte stores to the row at out + base (column 0; 16-byte
+// aligned: FwdParams::o_vec), written where `row_ok`. For each four 8-column groups 4k + j the
+// quad's lanes t hold pair t of every group (a 4 x 4 matrix of 32-bit pairs, lane x group); two
+// shfl.xor rounds transpose it (round 1 swaps the off-diagonal 2 x 2 blocks between lanes t and
+// t ^ 2, round 2 the off-diagonal pairs inside each block between t and t ^ 1), after which lane
+// t holds group 4k + t's four pairs in column order: one row's 64 bytes per quad and
+// instruction where the pair stores took four instructions of half-used sectors. Every lane of
+// the warp must call it (the shuffles); the stores alone are predicated. kCols: groups at or
+// past p.o_cols (a multiple of 8) are not stored. NO % 16 == 0 (head dims multiple of 32).
+template <class T, bool kCols, int NO>
+__device__ __forceinline__ void store_o_half_v16(const FwdParams& p, const float (&o)[NO], int half, int64_t base,
+                                                 bool row_ok, int lane) {
+  static_assert(NO % 16 == 0, "four 8-column groups per round");
+  auto pack = [](float a, float b) -> uint32_t {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+      return *reinterpret_cast<const uint32_t*>(&v);
+    } else {
+      const __half2 v = __floats2half2_rn(a, b);
+      return *reinterpret_cast<const uint32_t*>(&v);
+    }
+  };
+  T* out = static_cast<T*>(p.out) + base;
+  const int t = lane & 3;
+  const bool b0 = (t & 1) != 0, b1 = (t & 2) != 0;
+#pragma unroll
+  for (int k = 0; k < NO / 16; ++k) {
+    uint32_t v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = pack(o[4 * (4 * k + j) + 2 * half], o[4 * (4 * k + j) + 2 * half + 1]);
+    uint32_t s0 = b1 ? v[0] : v[2], s1 = b1 ? v[1] : v[3];
+    s0 = __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 = __shfl_xor_sync(0xffffffffu, s1, 2);
+    if (b1) {
+      v[0] = s0;
+      v[1] = s1;
+    } else {
+      v[2] = s0;
+      v[3] = s1;
+    }
+    s0 = b0 ? v[0] : v[1];
+    s1 = b0 ? v[2] : v[3];
+    s0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+    s1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+    if (b0) {
+      v[0] = s0;
+      v[2] = s1;
+    } else {
+      v[1] = s0;
+      v[3] = s1;
+    }
+    const int g = 4 * k + t;  // this lane's 8-column group
+    if (row_ok && (!kCols || 8 * g < p.o_cols)) *reinterpret_cast<uint4*>(out + 8 * g) = make_uint4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+// Half `half` of O to the row at out + row_base (column 0), clipped where !row_ok: the 16-byte
+// form where FwdParams::o_vec allows it, else the pairs. Every lane of the warp calls it.
+template <bool kCols, int NO>
+__device__ __forceinline__ void store_o_row(const FwdParams& p, const float (&o)[NO], int half, int64_t row_base,
+                                            bool row_ok, int lane) {
+  if constexpr (NO % 16 == 0) {
+    if (p.o_vec && p.out_type != OutType::f32) {  // (split-KV's f32 partials clear o_vec too)
+      if (p.out_type == OutType::bf16) {
+        store_o_half_v16<__nv_bfloat16, kCols>(p, o, half, row_base, row_ok, lane);
+      } else {
+        store_o_half_v16<__half, kCols>(p, o, half, row_base, row_ok, lane);
+      }
+      return;
+    }
+  }
+  if (row_ok) store_o_half<kCols>(p, o, half, row_base + 2 * (lane % 4), lane);
+}
+
 template <bool kCols, int NO>
 __device__ __forceinline__ void store_o(const FwdParams& p, const float (&o)[NO], int64_t b,
                                         int64_t h, int64_t row0, int lane, int64_t row_end) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    int64_t row = row0 + 8 * half;
-    if (row < 0 || row >= row_end) continue;  // below 0: virtual rows (params.h q_shift)
-    store_o_half<kCols>(p, o, half, b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4), lane);
+    const int64_t row = row0 + 8 * half;
+    const bool row_ok = row >= 0 && row < row_end;  // below 0: virtual rows (params.h q_shift)
+    store_o_row<kCols>(p, o, half, b * p.out_stride_b + row * p.out_stride_s + h * p.out_stride_h, row_ok, lane);
   }
 }
 
@@ -100,8 +176,8 @@ __device__ __forceinline__ void store_packed(const FwdParams& p, const float (&o
   for (int half = 0; half < 2; ++half) {
     const int32_t r = r0 + 8 * half;
     const int64_t pos = pos0 + (r >> sh), h = (int64_t(hk) << sh) + (r & gm);
+    store_o_row<kCols>(p, o, half, b * p.out_stride_b + pos * p.out_stride_s + h * p.out_stride_h, pos < pos_end, lane);
     if (pos >= pos_end) continue;
-    store_o_half<kCols>(p, o, half, b * p.out_stride_b + pos * p.out_stride_s + h * p.out_stride_h + 2 * (lane % 4), lane);
     if (p.lse != nullptr && lane % 4 == 0)
       p.lse[b * p.lse_stride_b + h * p.lse_stride_h + pos * p.lse_stride_s] = lse[half];
   }

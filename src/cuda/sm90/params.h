@@ -139,6 +139,9 @@ struct FwdParams {
   // aligned, no split-KV), which frees the consumers from the global stores' drain; 0: direct
   // stores (epilogue.cuh).
   int32_t o_tma = 0;
+  // 1: every row of a 16-bit O starts 16-byte aligned (out and its strides) and v's head dim is
+  // a multiple of 8, so the direct stores write 16 bytes a lane (epilogue.cuh store_o_half_v16).
+  int32_t o_vec = 0;
   // Zigzag context parallelism (Args::cp_world; dense and feature kinds, plan.cpp): K / V maps
   // are (cp_world, 2 cp_chunk, heads_kv, dim), every rank's shard; key row j of the sequence
   // loads from rank-major coordinates (producer.cuh kv_coord). Query rows from cp_q_split on
