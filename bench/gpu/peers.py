@@ -34,7 +34,7 @@ class Impl:
     SDPA's backend context). flops: when it differs from the row's (e.g. ragged vs dense).
     apart: timed in a second interleaved pass after the row's other columns (the window rows'
     plain calls, much longer than the windowed ones, moved the windowed columns beside them:
-    docs/PERFORMANCE.md, "Columns of one library")."""
+    docs/history/PERFORMANCE-sessions-16-33.md, "Columns of one library")."""
 
     def __init__(self, call, out=None, *, sync=None, setup=None, teardown=None, poison=None,
                  expect="", flops=None, note="", diff=True, kernel=True, wall=False, apart=False):

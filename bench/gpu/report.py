@@ -66,7 +66,7 @@ def na_notes(rows, impls=None):
 def spread_lines(rows, limit=0.03):
     """One line per row whose same-input rounds spread (max - min over the median) beyond
     `limit` in some column: its ratios carry that noise (the longest calls' clocks move between
-    windows; docs/PERFORMANCE.md, "Columns of one library")."""
+    windows; docs/history/PERFORMANCE-sessions-16-33.md, "Columns of one library")."""
     out = []
     for r in rows:
         wide = [(name, v["spread"]) for name, v in r.get("impls", {}).items() if v.get("spread", 0) > limit]

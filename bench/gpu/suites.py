@@ -86,7 +86,8 @@ def window_row(ctx, c, seed=2):
     """A window / chunk row, TFLOP/s on visible pairs for every column; 'plain' columns run
     the same inputs without the window (the per-visible-key comparison). The plain calls run
     much longer than the windowed ones; interleaved with them, copies of one library read apart
-    on the windowed call (docs/PERFORMANCE.md, "Columns of one library"), so they are timed in
+    on the windowed call (docs/history/PERFORMANCE-sessions-16-33.md,
+    "Columns of one library"), so they are timed in
     a pass of their own after the windowed columns (Impl.apart)."""
     check_memory(set_bytes(c) * 4, label(c))
     sets = make_sets(c, 1, seed)

@@ -4,7 +4,8 @@
 // chunk, at least 1024 query rows and 1024 visible keys per query row on average (causal:
 // seq_k - seq_q / 2). There the f16 hdim-64 kernel after the upcast was faster than the fp8
 // kernel, the upcast's pass over Q, K and V included, and at half as many keys slower
-// (docs/PERFORMANCE.md, "FP8 at head dims up to 64 on the f16 kernel after the upcast"). Paged
+// (docs/history/PERFORMANCE-sessions-16-33.md,
+// "FP8 at head dims up to 64 on the f16 kernel after the upcast"). Paged
 // pools, seqused_k (a cache's capacity is not its keys: decode and kvcache calls) and short
 // queries stay on the fp8 kernel: the copy of K / V would outweigh the attention.
 #pragma once

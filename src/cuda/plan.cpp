@@ -176,8 +176,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // feature kinds' hdim-64 tile), which waste up to two thirds of a partial tile; such calls
   // store O directly (launch_args.cpp encode_out_map). Not under windows or chunks: their
   // tile costs are flat or a sawtooth, not the causal ramp, so moving the partial tile gains
-  // nothing or moves the tiles across chunk edges (docs/PERFORMANCE.md, "Windows and chunks:
-  // the dynamic counter, the anchor").
+  // nothing or moves the tiles across chunk edges (docs/history/PERFORMANCE-sessions-16-33.md,
+  // "Windows and chunks: the dynamic counter, the anchor").
   const bool anchor_kind = sm90::kernel_dense(pl.kernel) || (pl.kernel == Kernel::feature && !windowed);
   if (anchor_kind && causal && !cp && pl.kv_splits == 1 && tc.block_m % 128 != 0 && p.max_seq_q % tc.block_m != 0)
     pl.q_shift = tc.block_m - p.max_seq_q % tc.block_m;
@@ -218,7 +218,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // The counter: long causal tiles (schedule_rule.h dynamic_worth), causal chunks (their tile
   // cost is a sawtooth over the q-blocks, not the causal ramp the snake assumes), sliding
   // windows (causal: a flat cost, on which the snake's partial round of each section leaves
-  // CTAs idle: docs/PERFORMANCE.md, "Windows and chunks: the dynamic counter, the anchor";
+  // CTAs idle: docs/history/PERFORMANCE-sessions-16-33.md,
+  // "Windows and chunks: the dynamic counter, the anchor";
   // not causal: where the round-robin deal of the edge q-blocks, which see fewer keys, leaves
   // CTAs unbalanced, schedule_rule.h deal_unbalanced) and ragged tile lists (sequence-major: a
   // cost sawtooth too).
@@ -261,7 +262,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // past that, every running tile streams its own window from DRAM and the sections were
   // faster. fp8 causal calls take it past that bound too: they won there. Only where the
   // window or chunk hides keys (a window as long as the keys is the plain mask's order).
-  // docs/PERFORMANCE.md, "Windows and chunks without the counter", "Windows and chunks on one
+  // docs/history/PERFORMANCE-sessions-16-33.md,
+  // "Windows and chunks without the counter", "Windows and chunks on one
   // snake: fp8, non-causal, the L2 bound". Not paged K/V: not measured there.
   if (ov.sections < 0 && !paged && (p.mask.chunk > 0 || sliding) && !sm90::dynamic_compiled(pl.kernel, tc, d, p.fp8)) {
     // A row's keys: the window's two sides (causal: none right of the diagonal), the chunk.
@@ -282,7 +284,8 @@ Status plan_forward(const Args& a, const detail::Problem& p, const detail::Overr
   // running tiles' K/V inside the L2 where the global snake streams it from DRAM. The launch builds
   // it only where the L2 rule cuts sections (launch_impl.cuh want_slist). Short calls (at most 16
   // q-blocks) too: with its sections dealt from rotating first CTAs the list ran them faster than
-  // the ragged kind's sequence-major list (docs/PERFORMANCE.md, "The section list's sections from
+  // the ragged kind's sequence-major list (docs/history/PERFORMANCE-sessions-16-33.md,
+  // "The section list's sections from
   // rotating first CTAs"). Context parallelism keeps the snake (its tiles' costs are not the causal
   // ramp the list's LPT order assumes).
   pl.section_list = causal && sm90::kernel_dense(pl.kernel) && !tc.lpt_sections && !cp && decide(ov.section_list, true);

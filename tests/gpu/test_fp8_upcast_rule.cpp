@@ -21,8 +21,8 @@ detail::Problem fp8_call(int64_t sq, int64_t sk, int64_t dim, bool causal) {
 }
 
 TEST(Fp8UpcastRule, MeasuredShapesEitherSideOfTheThresholds) {
-  // The upcast won from 1024 visible keys per row on (docs/PERFORMANCE.md, "FP8 at head dims
-  // up to 64 on the f16 kernel after the upcast").
+  // The upcast won from 1024 visible keys per row on (docs/history/PERFORMANCE-sessions-16-33.md,
+  // "FP8 at head dims up to 64 on the f16 kernel after the upcast").
   EXPECT_TRUE(fp8_upcast_faster(fp8_call(1024, 1024, 64, false)));   // 16 x 1k full
   EXPECT_FALSE(fp8_upcast_faster(fp8_call(1024, 1024, 64, true)));   // 16 x 1k causal: 512 visible
   EXPECT_TRUE(fp8_upcast_faster(fp8_call(2048, 2048, 64, true)));    // 8 x 2k causal: 1024 visible

@@ -199,7 +199,8 @@ TEST(TileScheduler, SnakeBalanceMatchesDealing) {
 
 // Causal hdim 128, 16 heads, off the power-of-two grid (132 CTAs, budgets of 25 and 30 MB):
 // the near-even rule's sections of one or two rounds balanced below 0.9 in the model and ran
-// slower than larger ones (docs/PERFORMANCE.md, "Head sections by the snake's modelled balance"); the rule now takes
+// slower than larger ones (docs/history/PERFORMANCE-sessions-16-33.md,
+// "Head sections by the snake's modelled balance"); the rule now takes
 // sections the model balances at >= 0.94. Power-of-two shapes keep their sections, and the
 // rotated section list (restart false) keeps the near-even rule.
 TEST(TileScheduler, OffGridSectionsBalanceInTheModel) {
@@ -661,7 +662,8 @@ TEST(TileScheduler, SharedGpuGridsTakeTheCounter) {
 // walked tile by tile with TileScheduler, the per-CTA loads summed, and the rule's inequality
 // (the largest load >= 1.02 x (mean + half a mean tile)) evaluated on them, on random q-block
 // costs, pair counts and grids; it must agree with the closed-form periods every time. And
-// the measured rows (docs/PERFORMANCE.md, "Both-sided windows on the counter"): the counter for
+// the measured rows (docs/history/PERFORMANCE-sessions-16-33.md,
+// "Both-sided windows on the counter"): the counter for
 // 16 x 1k (256, 256) and 1 x 16k (2048, 2048), not for 8 x 2k (256, 256).
 TEST(TileScheduler, DealUnbalancedMatchesTheDeal) {
   std::mt19937_64 rng(26);

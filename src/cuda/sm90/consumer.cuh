@@ -152,7 +152,7 @@ __device__ __forceinline__ void consumer_loop(const FwdParams& p, const CUtensor
   constexpr bool kFixedOk = Cfg::kFeat && !Cfg::kFp8 && (Cfg::kHeadDim > 64 || Cfg::kWGs == 2) &&
                             std::is_same_v<typename Cfg::Element, __nv_bfloat16>;
   // softmax.cuh update: the rows in FlashAttention-3's order, but in the fp8 hdim-256 kind
-  // (docs/PERFORMANCE.md, "The softmax in FA3's row order").
+  // (docs/history/PERFORMANCE-sessions-16-33.md, "The softmax in FA3's row order").
   constexpr bool kRowOrder = !(Cfg::kFp8 && Cfg::kHeadDim == 256);
 
   const TileStagger<Cfg> stagger{wg};

@@ -140,7 +140,8 @@ inline int64_t section_pairs(bool lpt, int64_t pairs, int64_t m_blocks, int64_t 
   // model decides: the smallest section of whole kv heads, of at least one round and at most
   // twice the budget, within 1% of the best balance there, if it beats `near` by 0.03. The
   // snake restarts at CTA 0 in every section, so a section's partial round lands on the same
-  // CTAs each time and the last, shorter section adds its own (measurements: docs/PERFORMANCE.md,
+  // CTAs each time and the last, shorter section adds its own (measurements:
+  // docs/history/PERFORMANCE-sessions-16-33.md,
   // "Head sections by the snake's modelled balance").
   // Host work: at most 64 candidates of ~m_blocks + 2 x rounds + grid steps each.
   std::vector<int64_t> diff(static_cast<size_t>(grid) + 1);
@@ -183,7 +184,7 @@ inline bool deal_in_reach(int64_t tiles, int64_t grid) {
 // a tile costs them plus kTileFixedBlocks. The counter's max load is taken as the mean plus
 // half a mean tile (it ends within about a tile of the mean), and it must win 2% in this
 // model: below that the counter's own cost (the producer's atomic before each tile's Q load)
-// ate the gain (docs/PERFORMANCE.md, "Both-sided windows on the counter").
+// ate the gain (docs/history/PERFORMANCE-sessions-16-33.md, "Both-sided windows on the counter").
 // Host work: CTA c's q-blocks repeat with period P = nm / gcd(g mod nm, nm) in its tile index,
 // so its load is whole periods plus a prefix of one: min(P, its tiles) steps per CTA (16 x 1k:
 // 2 each; 1 x 16k: 16). Calls of more than 2^16 tiles keep the deal: their CTAs run hundreds

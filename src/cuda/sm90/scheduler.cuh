@@ -108,7 +108,8 @@ struct TileScheduler {
   // surplus on the same CTAs every section. Odd: the backward partial round goes to the CTAs
   // the last forward round gave its shortest tiles, which balances them only when it covers
   // nearly the whole grid; otherwise CTAs below g - sec_rem take that round's longest tiles and
-  // nothing more in every section (the host model and the device runs: docs/PERFORMANCE.md,
+  // nothing more in every section (the host model and the device runs:
+  // docs/history/PERFORMANCE-sessions-16-33.md,
   // "The section list's sections from rotating first CTAs").
   LONGATTN_HD static bool rotation_rule(const FwdParams& sec, uint32_t g) {
     return sec.sec_rem != 0 && (!(sec.sec_rounds & 1) || 4 * uint64_t(sec.sec_rem) <= 3 * uint64_t(g));

@@ -180,8 +180,8 @@ constexpr bool fp8_vt_global(Kernel k) { return k == Kernel::dense_vt; }
 // fp8 plain attention at head dim 128 (plan.cpp): dense_vt where a query row sees at least this
 // many keys on average (a causal row about half of them), else the dense kind. dense_vt runs
 // its key blocks faster but pays a pre-pass over V and more per tile (its prologue issues two
-// Q K^T), which short rows do not earn back (docs/PERFORMANCE.md, "FP8 hdim 128: Q.K^T one
-// block ahead").
+// Q K^T), which short rows do not earn back (docs/history/PERFORMANCE-sessions-16-33.md,
+// "FP8 hdim 128: Q.K^T one block ahead").
 constexpr int64_t kFp8VtMinKeys = 4096;
 constexpr bool fp8_vt_worth(int64_t mean_visible_keys) { return mean_visible_keys >= kFp8VtMinKeys; }
 
