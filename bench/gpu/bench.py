@@ -20,7 +20,7 @@ Suites (any number; none given: the headline suite):
   --dims         head dims 64..256 (80, 96, 160, 192, 224 on the next compiled kernel; 192/128),
                  8k batch 2, 16 heads, full and causal.
   --variants     longattn's override columns (shapes.VARIANTS or --specs) on the headline
-                 shapes and 64k, beside FA3.
+                 shapes and 64k, beside FA3 and cuDNN (n/a on windows and chunks).
 
 Columns: longattn = liblongattn_capi.so through ctypes (capi.py; internal variants through
 longattn_bench_set_overrides, always reset to "" after); FA3 = libdew_flash_attn3.so as a

@@ -220,10 +220,10 @@ def fp8_table(rows, labels=()):
 
 
 def variants_table(rows, labels):
-    """TFLOP/s of longattn (rules), each --baseline build and each override column, with its
-    ratio to the rules."""
+    """TFLOP/s of FA3, cuDNN (n/a on windows and chunks, which SDPA lacks) and longattn
+    (rules), each --baseline build and each override column, with its ratio to the rules."""
     labels = present(rows, BASELINES) + list(labels)
-    hdr = ["hdim", "shape", "mask", "FA3", "longattn"] + labels + ["max abs diff (all columns)"]
+    hdr = ["hdim", "shape", "mask", "FA3", "cuDNN", "longattn"] + labels + ["max abs diff (all columns)"]
     body = []
     for r in rows:
         _, d = _case(r)
@@ -234,7 +234,8 @@ def variants_table(rows, labels):
         diffs = [get(r, n, "maxdiff") for n in ["longattn"] + list(labels)]
         diffs = [x for x in diffs if x is not None]
         worst = max(diffs, key=lambda x: (math.isnan(x), x)) if diffs else None
-        body.append([d, r["shape"], r["mask"], num(get(r, "FA3", "tflops")), num(get(r, "longattn", "tflops"))]
+        body.append([d, r["shape"], r["mask"], num(get(r, "FA3", "tflops")), num(get(r, "cuDNN", "tflops")),
+                     num(get(r, "longattn", "tflops"))]
                     + cells + [f"{num(worst, '.1e')}{flag(worst)}"])
     return md_table(hdr, body)
 

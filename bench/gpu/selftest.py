@@ -115,6 +115,7 @@ def test_tables():
     r["impls"]["baseline"] = {"tflops": 400.95, "maxdiff": 0.0}  # a --baseline build: its own column
     vt = report.variants_table([r], ["dynamic=on"])
     assert "| baseline | dynamic=on |" in vt and "401 (0.952)" in vt, vt
+    assert "| FA3 | cuDNN | longattn |" in vt and "| 471 | n/a | 421 |" in vt, vt  # cuDNN refused: n/a
     del r["impls"]["baseline"]
     r["base"] = "longattn"
     lt = report.long_table([r])

@@ -158,5 +158,5 @@ def suite_rows(ctx, name):
     if name == "variants":
         specs = shapes.parse_specs(cfg.specs) if cfg.specs else shapes.VARIANTS
         rows = shapes.parse_shapes(cfg.shapes, cfg.dtype) if cfg.shapes else shapes.variant_rows(cfg.dtype)
-        return [(c, lambda c=c: dense_row(ctx, c, variants=specs, peers=("FA3",))) for c in rows]
+        return [(c, lambda c=c: dense_row(ctx, c, variants=specs)) for c in rows]
     raise ValueError(name)
