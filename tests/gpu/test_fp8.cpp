@@ -290,7 +290,8 @@ TEST(GpuFp8SectionList, DenseCausal) {
 
 // fp8 on the f16 kernels after the exact upcast (Overrides::fp8_upcast on) and on the fp8
 // kernel (off), head dims 64 and 128: dense (V scaled in its upcast), ragged K / V and paged
-// K / V (the output rows scaled after the forward), GQA and causal, against the same oracle.
+// K / V (the output rows scaled after the forward), GQA and causal, against the same oracle;
+// strided (padded) rows too.
 TEST(GpuFp8Upcast, BothPathsMatchTheReference) {
   if (!have_sm90()) GTEST_SKIP() << "no sm_90 device";
   std::vector<CaseSpec> cases;
@@ -305,6 +306,10 @@ TEST(GpuFp8Upcast, BothPathsMatchTheReference) {
     s = F8(2, 200, 700, 4, 1, true, 82 + dim);
     s.dim_qk = s.dim_v = dim;
     s.page_size = 64;
+    cases.push_back(s);
+    s = F8(2, 250, 400, 4, 2, false, 83 + dim);  // strided rows
+    s.dim_qk = s.dim_v = dim;
+    s.padded = true;
     cases.push_back(s);
   }
   for (const CaseSpec& s : cases) {
