@@ -38,7 +38,7 @@ extern "C" {
 /// Sets the internal overrides (src/common/overrides.h) for every later call, from a spec of
 /// comma-separated key=value pairs; "" restores the shipped rules. Keys: sections (N; 0: one
 /// section), splits (N; 0: none), tile_list, dynamic, section_list, section_rotate, pack_gqa,
-/// softcap_fixed, fp8_upcast, fp8_vt_global (rule|off|on),
+/// softcap_fixed, fp8_upcast, fp8_vt_global, chunk_batch (rule|off|on),
 /// paged_fill (rule|tma|lanes|gather),
 /// paged_group_k, paged_group_v (0|1), rescale_threshold (float; 0: always rescale),
 /// cta_clock (a device address in decimal: the dense kinds' per-CTA times, Overrides::cta_clock); and one
@@ -89,6 +89,8 @@ int longattn_bench_set_overrides(const char* spec, char* err, int err_len) {
       ok = force(v, &o.fp8_upcast);
     } else if (k == "fp8_vt_global") {
       ok = force(v, &o.fp8_vt_global);
+    } else if (k == "chunk_batch") {
+      ok = force(v, &o.chunk_batch);
     } else if (k == "softcap_fixed") {
       ok = force(v, &o.softcap_fixed);
     } else if (k == "paged_fill") {

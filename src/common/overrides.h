@@ -45,6 +45,9 @@ struct Overrides {
   // pre-pass, Q K^T one block ahead: on), the dense kind (the in-kernel V transposer: off), or
   // the rule (tile_size.h fp8_vt_worth).
   Force fp8_vt_global = Force::rule;
+  // Chunked attention as a batch of its chunks where the rule allows (cuda/chunk_batch.h: rule
+  // or on), or always on the chunk mask of the feature kinds (off).
+  Force chunk_batch = Force::rule;
   float rescale_threshold = 8.0f;         // lazy O rescale threshold, log2 units; <= 0: always rescale
   // Diagnostic (bench/gpu/cta_clock.py): the device address of 136 x grid uint64 that the dense
   // kinds fill per CTA c, from 136c: [0] its start (%globaltimer, ns), [1] its SM, [2 + w]

@@ -12,6 +12,7 @@
 #include "api/check.h"
 #include "common/overrides.h"
 #include "common/problem.h"
+#include "cuda/chunk_batch.h"
 #include "cuda/device_guard.h"
 #include "cuda/fp8_upcast.h"
 #include "cuda/fp8_upcast_rule.h"
@@ -199,6 +200,28 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
   }
   const cudaError_t f = cudaFreeAsync(scratch, stream);
   return !s.ok() || f == cudaSuccess ? s : cuda_error("fp8 upcast scratch", f);
+}
+
+// Chunked attention as a batch of its chunks (chunk_batch.h): the same call on views, its LSE
+// (if asked for) through stream-ordered scratch.
+Status chunk_batch_forward(const Args& a, int64_t rows, const Overrides& ov) {
+  cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
+  float* lse = nullptr;
+  if (a.lse.present()) {
+    if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&lse), size_t(a.lse.numel()) * 4, stream);
+        e != cudaSuccess)
+      return cuda_error("chunk LSE scratch", e);
+  }
+  const Args b = cuda::chunk_batch_args(a, rows, lse);
+  Problem pb;
+  Status s = build_problem(b, &pb);
+  if (s.ok()) s = cuda_forward(b, pb, ov);
+  if (s.ok() && lse) {
+    if (cudaError_t e = cuda::launch_lse_from_chunks(lse, a.lse, rows, stream); e != cudaSuccess)
+      s = cuda_error("chunk LSE copy", e);
+  }
+  const cudaError_t f = lse ? cudaFreeAsync(lse, stream) : cudaSuccess;
+  return !s.ok() || f == cudaSuccess ? s : cuda_error("chunk LSE scratch", f);
 }
 
 // fp8 calls no fp8 kernel serves run on the f16 kernels (fp8_upcast_forward): head dims the
@@ -448,6 +471,9 @@ Status kvcache_forward(const Args& a, const Problem& p, const Overrides& ov) {
 Status cuda_forward(const Args& a, const Problem& p, const Overrides& ov) {
   if (p.kvc.any) return kvcache_forward(a, p, ov);
   LONGATTN_TRY(check_supported(a, p));
+  if (ov.chunk_batch != Force::off) {
+    if (const int64_t rows = cuda::chunk_batch_rows(a, p); rows > 0) return chunk_batch_forward(a, rows, ov);
+  }
   const bool gather = needs_page_gather(p);  // before the v split: one gather for the whole call
   if (p.dim_v > 256 && !gather) return split_v_forward(a, p, ov);
   cuda::DeviceGuard guard(p.device.ordinal);

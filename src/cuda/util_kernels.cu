@@ -119,6 +119,27 @@ cudaError_t launch_fill_empty(const Tensor& out, const Tensor& lse, const Tensor
 }
 
 namespace {
+// One thread per LSE element, in the destination's (b, h, s) order.
+__global__ void lse_from_chunks_kernel(const float* src, float* dst, int64_t heads, int64_t seq, int64_t rows,
+                                       int64_t sb, int64_t sh, int64_t ss, int64_t n) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t s = t % seq, bh = t / seq, h = bh % heads, b = bh / heads;
+    const int64_t c = s / rows, r = s - c * rows;  // chunk c of batch b: sequence b (seq / rows) + c
+    dst[b * sb + h * sh + s * ss] = src[((b * (seq / rows) + c) * heads + h) * rows + r];
+  }
+}
+}  // namespace
+
+cudaError_t launch_lse_from_chunks(const float* src, const Tensor& lse, int64_t rows, cudaStream_t stream) {
+  const int64_t n = lse.numel();
+  if (n == 0) return cudaSuccess;
+  lse_from_chunks_kernel<<<blocks_for(n), 256, 0, stream>>>(src, static_cast<float*>(lse.data), lse.shape[1],
+                                                            lse.shape[2], rows, lse.stride[0], lse.stride[1],
+                                                            lse.stride[2], n);
+  return cudaGetLastError();
+}
+
+namespace {
 // One thread per sequence (batch is small next to the attention work; a debug path).
 __global__ void check_page_table_kernel(const int32_t* pt, int64_t sb, int64_t sp, int64_t batch,
                                         int64_t max_pages, const int32_t* used, int64_t su,

@@ -23,6 +23,10 @@ cudaError_t launch_fill_empty(const Tensor& out, const Tensor& lse, const Tensor
 cudaError_t check_page_table(const Tensor& page_table, const Tensor& seqused_k, int64_t page_size,
                              int64_t num_pages, cudaStream_t stream, int64_t bad_host[3]);
 
+// lse (batch, heads, seq; any strides) from `src`, the LSE of the same call as a batch of its
+// chunks (chunk_batch.h): (batch x seq / rows, heads, rows) contiguous floats.
+cudaError_t launch_lse_from_chunks(const float* src, const Tensor& lse, int64_t rows, cudaStream_t stream);
+
 // longattn::combine on device tensors (validated shapes).
 cudaError_t launch_combine(const CombineArgs& a, cudaStream_t stream);
 

@@ -11,6 +11,7 @@
 #include "forward_cases.h"
 #include "gpu_case.h"
 #include "common/problem.h"
+#include "cuda/chunk_batch.h"
 #include "cuda/launch_args.h"
 #include "cuda/plan.h"
 
@@ -28,6 +29,39 @@ TEST(GpuForwardDeterminism, SameInputsSameBits) {
     CheckResult a = run_case(s), b = run_case(s);
     ASSERT_TRUE(a.failure.empty()) << a.failure;
     EXPECT_TRUE(a.out_bytes == b.out_bytes) << s.name() << ": outputs differ between runs";
+  }
+}
+
+// Chunked attention as a batch of its chunks (cuda/chunk_batch.h: seq_q = seq_k a multiple of
+// the chunk, no window, batches that follow each other) and on the feature kind's chunk mask
+// (Overrides::chunk_batch off), both against the reference, LSE included (it comes back
+// through scratch): causal and full, both alignments, GQA, padded rows, sinks and softcap,
+// head dims 64 / 128 / 256, a chunk past the sequence (one chunk); then calls the rule leaves
+// to the mask (a partial last chunk, a window with the chunk).
+TEST(GpuForwardChunkBatch, BothPathsMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no sm_90 device";
+  std::vector<Shape> cases = {chunk(S(2, 1024, 1024, 4, 2, 128, true), 256),
+                              chunk(S(1, 1000, 1000, 4, 4, 64, false, DType::f16), 200),
+                              cap(sinks(chunk(S(3, 768, 768, 4, 1, 256, true), 256)), 20.f),
+                              chunk(tl(S(2, 640, 640, 2, 2, 128, true)), 128),
+                              chunk(S(2, 512, 512, 4, 2, 128, true), 4096),
+                              chunk(S(2, 1000, 1000, 4, 2, 128, true), 256),
+                              win(chunk(S(1, 1024, 1024, 2, 2, 128, true), 256), 100, -1)};
+  {
+    Shape s = chunk(S(2, 768, 768, 4, 2, 128, false), 384);
+    s.pad = 24;
+    cases.push_back(s);
+  }
+  for (Shape s : cases) {
+    s.seed += 53;
+    s.rows_per_head = 48;
+    for (detail::Force f : {detail::Force::rule, detail::Force::off}) {
+      Shape c = s;
+      c.ov.chunk_batch = f;
+      CheckResult r = run_case(c, atol_for(c));
+      EXPECT_TRUE(r.failure.empty()) << c.name() << (f == detail::Force::off ? " (chunk mask)" : " (rule)") << ": "
+                                     << r.failure;
+    }
   }
 }
 
@@ -597,6 +631,51 @@ TEST(GpuPlanRule, Hdim256CausalTileOrder) {
                                                                                    : snake;
     EXPECT_EQ(got, c.order) << what;
     EXPECT_EQ(plan.kernel, c.dt == DType::e4m3 ? cuda::sm90::Kernel::dense_vt : cuda::sm90::Kernel::dense) << what;
+  }
+}
+
+// chunk_batch.h's rule, on the host: the chunk's rows where seq_q = seq_k is a multiple of it
+// (a chunk past the sequence: the sequence), dense 16-bit tensors whose batches follow each
+// other (or one batch, any batch stride), no window; else 0.
+TEST(GpuPlanRule, ChunkBatchRows) {
+  struct C {
+    int64_t batch, seq_q, seq_k, chunk;
+    DType dt;
+    int64_t window_left = -1;
+    int64_t k_batch_stride_factor = 1;  // k's batch stride = factor x seq_k x its seq stride
+    int64_t rows;
+  };
+  const C cases[] = {
+      {2, 1024, 1024, 256, DType::bf16, -1, 1, 256}, {2, 1024, 1024, 4096, DType::f16, -1, 1, 1024},
+      {2, 1000, 1000, 256, DType::bf16, -1, 1, 0},   {2, 512, 1024, 256, DType::bf16, -1, 1, 0},
+      {2, 1024, 1024, 256, DType::bf16, 100, 1, 0},  {2, 1024, 1024, 256, DType::e4m3, -1, 1, 0},
+      {2, 1024, 1024, 256, DType::bf16, -1, 2, 0},   {1, 1024, 1024, 256, DType::bf16, -1, 2, 256},
+      {2, 1024, 1024, 0, DType::bf16, -1, 1, 0},
+  };
+  const Device gpu{DeviceKind::cuda, 0};
+  for (const C& c : cases) {
+    const int64_t h = 4, d = 128;
+    Args a;
+    a.q = make_tensor(fake(0), c.dt, {c.batch, c.seq_q, h, d}, gpu);
+    a.k = make_tensor(fake(1), c.dt, {c.batch, c.seq_k, h, d}, gpu);
+    a.k.stride[0] *= c.k_batch_stride_factor;
+    a.v = make_tensor(fake(2), c.dt, {c.batch, c.seq_k, h, d}, gpu);
+    a.out = make_tensor(fake(3), c.dt == DType::e4m3 ? DType::bf16 : c.dt, {c.batch, c.seq_q, h, d}, gpu);
+    a.lse = make_tensor(fake(7), DType::f32, {c.batch, h, c.seq_q}, gpu);
+    if (c.dt == DType::e4m3) {
+      a.q_descale = make_tensor(fake(4), DType::f32, {c.batch, h}, gpu);
+      a.k_descale = make_tensor(fake(5), DType::f32, {c.batch, h}, gpu);
+      a.v_descale = make_tensor(fake(6), DType::f32, {c.batch, h}, gpu);
+    }
+    a.mask.causal = true;
+    a.mask.chunk_size = c.chunk;
+    a.mask.window_left = c.window_left;
+    detail::Problem p;
+    const Status st = detail::build_problem(a, &p);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(cuda::chunk_batch_rows(a, p), c.rows)
+        << "b" << c.batch << " sq" << c.seq_q << " sk" << c.seq_k << " chunk " << c.chunk << " dtype " << int(c.dt)
+        << " window " << c.window_left << " k stride x" << c.k_batch_stride_factor;
   }
 }
 
