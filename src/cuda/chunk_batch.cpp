@@ -21,7 +21,7 @@ Tensor as_chunks(const Tensor& t, int64_t rows) {
 int64_t chunk_batch_rows(const Args& a, const detail::Problem& p) {
   const detail::MaskRule& m = p.mask;
   if (m.chunk <= 0 || m.window_left >= 0 || m.window_right >= 0) return 0;
-  if (p.fp8 || p.q_ragged || p.kv != detail::KvLayout::dense || p.has_seqused_k || p.has_seqused_q ||
+  if (p.q_ragged || p.kv != detail::KvLayout::dense || p.has_seqused_k || p.has_seqused_q ||
       p.cp_chunk > 0 || p.kvc.any)
     return 0;
   const int64_t s = p.max_seq_q;
@@ -32,7 +32,7 @@ int64_t chunk_batch_rows(const Args& a, const detail::Problem& p) {
   return rows;
 }
 
-Args chunk_batch_args(const Args& a, int64_t rows, float* lse_scratch) {
+Args chunk_batch_args(const Args& a, int64_t rows, float* lse_scratch, float* descale_scratch) {
   Args b = a;
   b.q = as_chunks(a.q, rows);
   b.k = as_chunks(a.k, rows);
@@ -48,6 +48,15 @@ Args chunk_batch_args(const Args& a, int64_t rows, float* lse_scratch) {
     b.lse.stride[2] = 1;
     b.lse.stride[1] = rows;
     b.lse.stride[0] = a.lse.shape[1] * rows;
+  }
+  int i = 0;
+  for (Tensor* d : {&b.q_descale, &b.k_descale, &b.v_descale}) {
+    if (!d->present()) continue;
+    const int64_t heads_kv = d->shape[1];
+    d->data = descale_scratch + int64_t(i++) * b.q.shape[0] * heads_kv;
+    d->shape[0] = b.q.shape[0];
+    d->stride[0] = heads_kv;
+    d->stride[1] = 1;
   }
   return b;
 }

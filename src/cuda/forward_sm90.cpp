@@ -203,25 +203,35 @@ Status fp8_upcast_forward(const Args& a, const Problem& p, const Overrides& ov) 
 }
 
 // Chunked attention as a batch of its chunks (chunk_batch.h): the same call on views, its LSE
-// (if asked for) through stream-ordered scratch.
+// (if asked for) and fp8's descales through one stream-ordered scratch.
 Status chunk_batch_forward(const Args& a, int64_t rows, const Overrides& ov) {
   cudaStream_t stream = static_cast<cudaStream_t>(a.stream);
-  float* lse = nullptr;
-  if (a.lse.present()) {
-    if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&lse), size_t(a.lse.numel()) * 4, stream);
+  const int64_t chunks = a.q.shape[1] / rows;
+  const int64_t n_lse = a.lse.present() ? a.lse.numel() : 0;
+  const int64_t n_descale = a.q_descale.present() ? a.q_descale.numel() * chunks : 0;  // each of the three
+  float* scratch = nullptr;
+  if (n_lse + 3 * n_descale > 0) {
+    if (cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&scratch), size_t(n_lse + 3 * n_descale) * 4, stream);
         e != cudaSuccess)
-      return cuda_error("chunk LSE scratch", e);
+      return cuda_error("chunk scratch", e);
   }
-  const Args b = cuda::chunk_batch_args(a, rows, lse);
+  float* lse = n_lse ? scratch : nullptr;
+  float* descales = scratch ? scratch + n_lse : nullptr;
+  cudaError_t e = cudaSuccess;
+  int i = 0;
+  for (const Tensor* d : {&a.q_descale, &a.k_descale, &a.v_descale}) {
+    if (d->present() && e == cudaSuccess) e = cuda::launch_repeat_rows(*d, chunks, descales + int64_t(i++) * n_descale, stream);
+  }
+  const Args b = cuda::chunk_batch_args(a, rows, lse, descales);
   Problem pb;
-  Status s = build_problem(b, &pb);
+  Status s = e == cudaSuccess ? build_problem(b, &pb) : cuda_error("chunk descales", e);
   if (s.ok()) s = cuda_forward(b, pb, ov);
   if (s.ok() && lse) {
     if (cudaError_t e = cuda::launch_lse_from_chunks(lse, a.lse, rows, stream); e != cudaSuccess)
       s = cuda_error("chunk LSE copy", e);
   }
-  const cudaError_t f = lse ? cudaFreeAsync(lse, stream) : cudaSuccess;
-  return !s.ok() || f == cudaSuccess ? s : cuda_error("chunk LSE scratch", f);
+  const cudaError_t f = scratch ? cudaFreeAsync(scratch, stream) : cudaSuccess;
+  return !s.ok() || f == cudaSuccess ? s : cuda_error("chunk scratch", f);
 }
 
 // fp8 calls no fp8 kernel serves run on the f16 kernels (fp8_upcast_forward): head dims the

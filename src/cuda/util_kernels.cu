@@ -130,6 +130,22 @@ __global__ void lse_from_chunks_kernel(const float* src, float* dst, int64_t hea
 }
 }  // namespace
 
+__global__ void repeat_rows_kernel(const float* src, int64_t s0, int64_t s1, int64_t cols, int64_t times, float* dst,
+                                   int64_t n) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = t % cols, r = t / cols / times;
+    dst[t] = src[r * s0 + c * s1];
+  }
+}
+
+cudaError_t launch_repeat_rows(const Tensor& src, int64_t times, float* dst, cudaStream_t stream) {
+  const int64_t n = src.numel() * times;
+  if (n == 0) return cudaSuccess;
+  repeat_rows_kernel<<<blocks_for(n), 256, 0, stream>>>(static_cast<const float*>(src.data), src.stride[0],
+                                                        src.stride[1], src.shape[1], times, dst, n);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_lse_from_chunks(const float* src, const Tensor& lse, int64_t rows, cudaStream_t stream) {
   const int64_t n = lse.numel();
   if (n == 0) return cudaSuccess;

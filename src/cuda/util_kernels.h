@@ -27,6 +27,10 @@ cudaError_t check_page_table(const Tensor& page_table, const Tensor& seqused_k, 
 // chunks (chunk_batch.h): (batch x seq / rows, heads, rows) contiguous floats.
 cudaError_t launch_lse_from_chunks(const float* src, const Tensor& lse, int64_t rows, cudaStream_t stream);
 
+// dst (contiguous (rows x times, cols) floats) = each row of `src` (float32 (rows, cols), any
+// strides) `times` over: dst row r x times + t is src row r.
+cudaError_t launch_repeat_rows(const Tensor& src, int64_t times, float* dst, cudaStream_t stream);
+
 // longattn::combine on device tensors (validated shapes).
 cudaError_t launch_combine(const CombineArgs& a, cudaStream_t stream);
 

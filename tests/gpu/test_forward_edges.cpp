@@ -635,7 +635,7 @@ TEST(GpuPlanRule, Hdim256CausalTileOrder) {
 }
 
 // chunk_batch.h's rule, on the host: the chunk's rows where seq_q = seq_k is a multiple of it
-// (a chunk past the sequence: the sequence), dense 16-bit tensors whose batches follow each
+// (a chunk past the sequence: the sequence), dense tensors (fp8 too) whose batches follow each
 // other (or one batch, any batch stride), no window; else 0.
 TEST(GpuPlanRule, ChunkBatchRows) {
   struct C {
@@ -648,7 +648,7 @@ TEST(GpuPlanRule, ChunkBatchRows) {
   const C cases[] = {
       {2, 1024, 1024, 256, DType::bf16, -1, 1, 256}, {2, 1024, 1024, 4096, DType::f16, -1, 1, 1024},
       {2, 1000, 1000, 256, DType::bf16, -1, 1, 0},   {2, 512, 1024, 256, DType::bf16, -1, 1, 0},
-      {2, 1024, 1024, 256, DType::bf16, 100, 1, 0},  {2, 1024, 1024, 256, DType::e4m3, -1, 1, 0},
+      {2, 1024, 1024, 256, DType::bf16, 100, 1, 0},  {2, 1024, 1024, 256, DType::e4m3, -1, 1, 256},
       {2, 1024, 1024, 256, DType::bf16, -1, 2, 0},   {1, 1024, 1024, 256, DType::bf16, -1, 2, 256},
       {2, 1024, 1024, 0, DType::bf16, -1, 1, 0},
   };

@@ -68,6 +68,12 @@ std::vector<CaseSpec> fp8_cases() {
   s = F8(2, 600, 600, 4, 2, true, 9);  // chunked
   s.mask.chunk_size = 256;
   v.push_back(s);
+  s = F8(2, 768, 768, 4, 2, true, 57);  // chunks tiling the sequence: a batch of them (chunk_batch.h)
+  s.mask.chunk_size = 256;
+  v.push_back(s);
+  s = F8(1, 1024, 1024, 4, 1, false, 58);  // the same, full within each chunk, one batch
+  s.mask.chunk_size = 512;
+  v.push_back(s);
   s = F8(2, 300, 777, 4, 2, true, 10);  // sinks + softcap
   s.sinks = true;
   s.softcap = 20.f;
