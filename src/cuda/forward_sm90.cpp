@@ -227,8 +227,8 @@ Status chunk_batch_forward(const Args& a, int64_t rows, const Overrides& ov) {
   Status s = e == cudaSuccess ? build_problem(b, &pb) : cuda_error("chunk descales", e);
   if (s.ok()) s = cuda_forward(b, pb, ov);
   if (s.ok() && lse) {
-    if (cudaError_t e = cuda::launch_lse_from_chunks(lse, a.lse, rows, stream); e != cudaSuccess)
-      s = cuda_error("chunk LSE copy", e);
+    if (cudaError_t le = cuda::launch_lse_from_chunks(lse, a.lse, rows, stream); le != cudaSuccess)
+      s = cuda_error("chunk LSE copy", le);
   }
   const cudaError_t f = scratch ? cudaFreeAsync(scratch, stream) : cudaSuccess;
   return !s.ok() || f == cudaSuccess ? s : cuda_error("chunk scratch", f);

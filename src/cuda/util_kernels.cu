@@ -128,7 +128,6 @@ __global__ void lse_from_chunks_kernel(const float* src, float* dst, int64_t hea
     dst[b * sb + h * sh + s * ss] = src[((b * (seq / rows) + c) * heads + h) * rows + r];
   }
 }
-}  // namespace
 
 __global__ void repeat_rows_kernel(const float* src, int64_t s0, int64_t s1, int64_t cols, int64_t times, float* dst,
                                    int64_t n) {
@@ -137,6 +136,7 @@ __global__ void repeat_rows_kernel(const float* src, int64_t s0, int64_t s1, int
     dst[t] = src[r * s0 + c * s1];
   }
 }
+}  // namespace
 
 cudaError_t launch_repeat_rows(const Tensor& src, int64_t times, float* dst, cudaStream_t stream) {
   const int64_t n = src.numel() * times;
