@@ -49,11 +49,13 @@ Args chunk_batch_args(const Args& a, int64_t rows, float* lse_scratch, float* de
     b.lse.stride[1] = rows;
     b.lse.stride[0] = a.lse.shape[1] * rows;
   }
-  int i = 0;
-  for (Tensor* d : {&b.q_descale, &b.k_descale, &b.v_descale}) {
+  // fp8 has all three descales (validate_forward.cpp), non-fp8 none: scratch row i is descale i.
+  Tensor* ds[3] = {&b.q_descale, &b.k_descale, &b.v_descale};
+  for (int i = 0; i < 3; ++i) {
+    Tensor* d = ds[i];
     if (!d->present()) continue;
     const int64_t heads_kv = d->shape[1];
-    d->data = descale_scratch + int64_t(i++) * b.q.shape[0] * heads_kv;
+    d->data = descale_scratch + int64_t(i) * b.q.shape[0] * heads_kv;
     d->shape[0] = b.q.shape[0];
     d->stride[0] = heads_kv;
     d->stride[1] = 1;

@@ -218,9 +218,9 @@ Status chunk_batch_forward(const Args& a, int64_t rows, const Overrides& ov) {
   float* lse = n_lse ? scratch : nullptr;
   float* descales = scratch ? scratch + n_lse : nullptr;
   cudaError_t e = cudaSuccess;
-  int i = 0;
-  for (const Tensor* d : {&a.q_descale, &a.k_descale, &a.v_descale}) {
-    if (d->present() && e == cudaSuccess) e = cuda::launch_repeat_rows(*d, chunks, descales + int64_t(i++) * n_descale, stream);
+  if (n_descale > 0) {  // fp8: all three (validate_forward.cpp), in chunk_batch_args' order
+    const Tensor* ds[3] = {&a.q_descale, &a.k_descale, &a.v_descale};
+    for (int i = 0; i < 3 && e == cudaSuccess; ++i) e = cuda::launch_repeat_rows(*ds[i], chunks, descales + i * n_descale, stream);
   }
   const Args b = cuda::chunk_batch_args(a, rows, lse, descales);
   Problem pb;
